@@ -1,0 +1,71 @@
+"""`ppoga` command line: parses arguments and dispatches to one module per command group.
+
+Each command module exposes `register(subparsers)`, adding its sub-parser(s) with
+`set_defaults(handler=...)`; a handler takes the parsed namespace and returns an exit code.
+Handlers import heavy libraries themselves, so `ppoga --help` loads none of them.
+Results go to stdout, logs and errors to stderr; tracebacks only with `--debug`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from ppoga_dspy import __version__
+
+# Command groups, in the order `ppoga --help` lists them. A module that is missing is skipped so a
+# partial install still offers the rest.
+_COMMAND_MODULES = ("ask", "eval", "compile", "tune", "kg")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ppoga",
+        description="Answer questions over knowledge graphs with PPoGA, a compiled DSPy program.",
+    )
+    parser.add_argument("--version", action="version", version=f"ppoga-dspy {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"ppoga_dspy.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"ppoga_dspy.cli.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 1
+    from ppoga_dspy.errors import PPoGAError
+    from ppoga_dspy.kg.base import KGError
+
+    try:
+        return int(handler(args) or 0)
+    except (PPoGAError, KGError) as exc:
+        if args.debug:
+            raise
+        print(f"ppoga {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ppoga {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

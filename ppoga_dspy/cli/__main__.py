@@ -1,0 +1,5 @@
+import sys
+
+from ppoga_dspy.cli import main
+
+sys.exit(main())

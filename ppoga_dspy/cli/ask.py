@@ -1,0 +1,63 @@
+"""`ppoga ask`: answer one question and show how: plan, predictions, observations, corrections, cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ppoga_dspy.cli.common import add_program_options, build_program, kg_for, offline_environment, print_json
+
+DEFAULT_QUESTION = "Where was the director of Inception born?"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    ask = subparsers.add_parser(
+        "ask",
+        help="answer a question over a KG (default: the demo KG with the embedded offline model)",
+        description="Answer one question. Without --kg the demo KG is used; without --lm the embedded demo model.",
+    )
+    ask.add_argument("question", nargs="?", default=DEFAULT_QUESTION,
+                     help=f"the question (default: {DEFAULT_QUESTION!r})")
+    ask.add_argument("--topic", action="append", default=[], metavar="ENTITY",
+                     help="a topic entity (name or id); repeatable; default: linked from the question")
+    ask.add_argument("--trace", type=Path, metavar="FILE", help="write the full trace and memory as JSON")
+    ask.add_argument("--json", action="store_true", help="print the answer, trace and costs as JSON")
+    add_program_options(ask)
+    ask.set_defaults(handler=_ask)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    offline_environment()
+    kg = kg_for(args)
+    program, lm_description = build_program(args, kg)
+    prediction = program(question=args.question, topic_entities=args.topic or None)
+    result = {
+        "question": args.question,
+        "kg": kg.name,
+        "lm": lm_description,
+        "answer": prediction.answer,
+        "answers": prediction.answers,
+        "answer_ids": prediction.answer_ids,
+        "reasoning": prediction.reasoning,
+        "reasoning_chains": prediction.reasoning_chains,
+        "status": prediction.status,
+        "error_kind": prediction.error_kind,
+        "error": prediction.error,
+        "costs": prediction.costs,
+        "memory": prediction.memory,
+        "trace": prediction.trace,
+    }
+    if args.trace:
+        args.trace.parent.mkdir(parents=True, exist_ok=True)
+        args.trace.write_text(json.dumps(result, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    if args.json:
+        print_json(result)
+    else:
+        from rich.console import Console
+
+        from ppoga_dspy.render import render_prediction
+
+        render_prediction(Console(), result)
+    kg.close()
+    return 0 if prediction.status == "ok" else 3

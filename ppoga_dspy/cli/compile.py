@@ -1,0 +1,72 @@
+"""`ppoga compile`: compile the prompts on a training split and write one artifact for this LM."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ppoga_dspy.cli.common import add_program_options, build_program, kg_for, offline_environment, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from ppoga_dspy.optimizers.names import OPTIMIZERS
+
+    cmd = subparsers.add_parser(
+        "compile",
+        help="compile prompts and demos with a DSPy optimizer on a training split; write an artifact",
+        description="Compile every planner and executor predictor (metric: Hits@1), scoring dev before and after.",
+    )
+    cmd.add_argument("--dataset", required=True, metavar="SPEC", help="FORMAT:PATH or a short name (demo)")
+    cmd.add_argument("--split", choices=("train", "dev", "test"), default="train", help="split to compile on")
+    cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
+    cmd.add_argument("--seed", type=int, default=0, help="split and optimizer seed (default 0)")
+    cmd.add_argument("--limit", type=int, default=None, help="at most N training questions")
+    cmd.add_argument("--dev-limit", type=int, default=None, help="at most N dev questions")
+    cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
+    cmd.add_argument("--teacher-lm", metavar="SPEC", default=None, help="LM that runs the teacher / proposes prompts")
+    cmd.add_argument("--max-demos", type=int, default=3, help="demos per predictor (default 3)")
+    cmd.add_argument("--candidates", type=int, default=4, help="candidate programs for random search (default 4)")
+    cmd.add_argument("--budget", choices=("light", "medium", "heavy"), default="light", help="MIPROv2/GEPA budget")
+    cmd.add_argument("--threads", type=int, default=1)
+    cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
+    cmd.add_argument("--json", action="store_true", help="print the scores as JSON")
+    add_program_options(cmd)
+    cmd.set_defaults(handler=_compile)
+
+
+def _compile(args: argparse.Namespace) -> int:
+    offline_environment()
+    from ppoga_dspy.datasets import load_dataset
+    from ppoga_dspy.optimizers.artifact import Artifact
+    from ppoga_dspy.optimizers.compile import compile_program
+
+    trainset = load_dataset(args.dataset, split=args.split, limit=args.limit, seed=args.seed)
+    devset = load_dataset(args.dataset, split=args.dev_split, limit=args.dev_limit, seed=args.seed)
+    kg = kg_for(args, args.dataset)
+    program, lm_description = build_program(args, kg, examples=trainset + devset)
+    teacher = None
+    if args.teacher_lm:
+        from ppoga_dspy.lm import make_lm
+
+        teacher = make_lm(args.teacher_lm)
+    print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
+          f"{lm_description}", file=sys.stderr)
+    result = compile_program(program, trainset=trainset, devset=devset, optimizer=args.optimizer, teacher_lm=teacher,
+                             max_demos=args.max_demos, num_candidates=args.candidates, threads=args.threads,
+                             seed=args.seed, budget=args.budget)
+    artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
+                                     optimizer=args.optimizer, scores=result.scores)
+    artifact.save(args.out)
+    report = {"artifact": str(args.out), "optimizer": args.optimizer, **result.scores,
+              "changed_predictors": result.changed_predictors}
+    if args.json:
+        print_json(report)
+    else:
+        before, after = result.scores["dev_before"], result.scores["dev_after"]
+        print(f"dev Hits@1 {before.get('hits@1') or 0:.3f} -> {after.get('hits@1') or 0:.3f} "
+              f"(n={after.get('n')}); LM calls/q {before.get('lm_calls_mean') or 0:.2f} -> "
+              f"{after.get('lm_calls_mean') or 0:.2f}; changed: {', '.join(result.changed_predictors) or 'nothing'}")
+        print(f"wrote {args.out}")
+    kg.close()
+    return 0

@@ -1,0 +1,84 @@
+"""`ppoga eval` (run a benchmark, resumable, in parallel) and `ppoga report` (summaries, side by side)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ppoga_dspy.cli.common import add_program_options, build_program, kg_for, offline_environment, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser(
+        "eval",
+        help="evaluate PPoGA on a benchmark: Hits@1, F1 and cost; resumable JSONL",
+        description="Evaluate on a dataset. Questions already in --out are skipped, so an interrupted run resumes.",
+    )
+    run.add_argument("--dataset", required=True, metavar="SPEC",
+                     help="FORMAT:PATH (e.g. wc2014:../shared/data/wc2014/WC-P1.txt) or a short name (demo)")
+    run.add_argument("--split", choices=("train", "dev", "test"), default=None, help="a deterministic split")
+    run.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    run.add_argument("--limit", type=int, default=None, help="at most N questions (after splitting)")
+    run.add_argument("--threads", type=int, default=1, help="questions in parallel (default 1)")
+    run.add_argument("--out", required=True, type=Path, metavar="RUN.jsonl", help="run file (appended; resumable)")
+    run.add_argument("--json", action="store_true", help="print the summary as one JSON object on the last line")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_program_options(run)
+    run.set_defaults(handler=_eval)
+
+    report = subparsers.add_parser("report", help="print the summary of a run file, or of two runs side by side")
+    report.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl")
+    report.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    report.set_defaults(handler=_report)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    offline_environment()
+    from ppoga_dspy.datasets import load_dataset
+    from ppoga_dspy.evaluate import run_evaluation, summarize
+
+    examples = load_dataset(args.dataset, split=args.split, limit=args.limit, seed=args.seed)
+    kg = kg_for(args, args.dataset)
+    program, lm_description = build_program(args, kg, examples=examples)
+    print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
+          f"{f' ({args.split})' if args.split else ''} on {kg.name} with {lm_description}", file=sys.stderr)
+    result = run_evaluation(program, examples, out=args.out, threads=args.threads, progress=not args.no_progress)
+    wanted = {_id(ex) for ex in examples}
+    rows = [row for row in result.rows if row.get("id") in wanted]
+    summary = summarize(rows)
+    summary.update(run=str(args.out), dataset=args.dataset, split=args.split, skipped=result.skipped,
+                   ran=result.ran, interrupted=result.interrupted)
+    _print_summaries({str(args.out): summary}, as_json=args.json)
+    kg.close()
+    return 130 if result.interrupted else 0
+
+
+def _id(example) -> str:
+    from ppoga_dspy.evaluate import example_id
+
+    return example_id(example)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ppoga_dspy.evaluate import EvaluationError, read_run, summarize
+
+    summaries = {}
+    for path in args.runs:
+        if not path.exists():
+            raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
+        summaries[str(path)] = summarize(read_run(path))
+    _print_summaries(summaries, as_json=args.json)
+    return 0
+
+
+def _print_summaries(summaries: dict, *, as_json: bool) -> None:
+    from rich.console import Console
+
+    from ppoga_dspy.evaluate import summary_table
+
+    if as_json:
+        Console(stderr=True).print(summary_table(summaries))
+        print_json(next(iter(summaries.values())) if len(summaries) == 1 else summaries)
+    else:
+        Console().print(summary_table(summaries))

@@ -1,0 +1,173 @@
+"""`ppoga kg load | relations | neighbors | find`: build a store and look around a KG by hand.
+
+`add_kg_options(parser)` and `kg_from_args(args)` are the one definition of the `--kg`,
+`--dialect`, `--timeout`, `--retries`, `--ontology` options; `ask`, `eval`, `compile` and `tune`
+reuse them so every command opens a KG the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+DIALECTS = ("freebase", "wikidata", "rdf", "irn")
+
+
+def add_kg_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """Add --kg/--dialect/--timeout/--retries/--ontology to a sub-parser."""
+    group = parser.add_argument_group("knowledge graph")
+    group.add_argument(
+        "--kg",
+        required=required,
+        metavar="KG",
+        help="an RDF/IRN file (.nt .ttl .nq .txt), a store directory from `ppoga kg load`, or an http(s) SPARQL URL",
+    )
+    group.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default=None,
+        help="KG dialect (default: detected for files, stored for store directories, freebase for URLs)",
+    )
+    group.add_argument("--timeout", type=float, default=30.0, help="seconds per KG query (default 30)")
+    group.add_argument("--retries", type=int, default=3, help="retries for a failing endpoint (default 3)")
+    group.add_argument(
+        "--ontology", default=None, metavar="DIR", help="GrailQA ontology folder for Freebase mediator (CVT) types"
+    )
+
+
+def kg_from_args(args: argparse.Namespace):
+    """The KnowledgeGraph the --kg options describe."""
+    from ppoga_dspy.kg import open_kg
+
+    return open_kg(
+        args.kg,
+        dialect=args.dialect,
+        timeout=args.timeout,
+        retries=args.retries,
+        ontology=getattr(args, "ontology", None),
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    kg = subparsers.add_parser("kg", help="load a KG into a store, or look at relations, neighbours and names")
+    sub = kg.add_subparsers(dest="kg_command", metavar="KG_COMMAND")
+    kg.set_defaults(handler=lambda args: _usage(kg))
+
+    load = sub.add_parser("load", help="load RDF/IRN files into a persisted store directory")
+    load.add_argument("files", nargs="+", metavar="FILE")
+    load.add_argument("--store", required=True, metavar="DIR", help="store directory to create (or add to)")
+    load.add_argument("--format", choices=("nt", "ttl", "nq", "irn"), default=None, help="default: from extension")
+    load.add_argument("--dialect", choices=DIALECTS, default=None, help="default: detected from the files")
+    load.add_argument("--json", action="store_true", help="print JSON")
+    load.set_defaults(handler=_load)
+
+    rel = sub.add_parser("relations", help="relations of an entity")
+    rel.add_argument("entity", metavar="ENTITY")
+    rel.add_argument("--direction", choices=("in", "out", "both"), default="both")
+    rel.add_argument("--json", action="store_true", help="print JSON")
+    add_kg_options(rel)
+    rel.set_defaults(handler=_relations)
+
+    nb = sub.add_parser("neighbors", help="entities reached from ENTITY through RELATION")
+    nb.add_argument("entity", metavar="ENTITY")
+    nb.add_argument("relation", metavar="RELATION")
+    nb.add_argument("--direction", choices=("in", "out"), default="out")
+    nb.add_argument("--limit", type=int, default=100)
+    nb.add_argument("--json", action="store_true", help="print JSON")
+    add_kg_options(nb)
+    nb.set_defaults(handler=_neighbors)
+
+    find = sub.add_parser("find", help="entities whose name matches TEXT")
+    find.add_argument("text", metavar="TEXT")
+    find.add_argument("--limit", type=int, default=10)
+    find.add_argument("--json", action="store_true", help="print JSON")
+    add_kg_options(find)
+    find.set_defaults(handler=_find)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 1
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
+def _load(args: argparse.Namespace) -> int:
+    from ppoga_dspy.kg.importers import detect_dialect
+    from ppoga_dspy.kg.store import create_store_dir
+
+    dialect = args.dialect or detect_dialect(args.files, args.format)
+    meta = create_store_dir(args.files, args.store, dialect=dialect, fmt=args.format)
+    if args.json:
+        _print_json({"store": args.store, **meta})
+    else:
+        print(f"loaded {len(args.files)} file(s) into {args.store}: {meta['triples']} triples, dialect {dialect}")
+    return 0
+
+
+def _relations(args: argparse.Namespace) -> int:
+    from ppoga_dspy.kg import Direction
+
+    kg = kg_from_args(args)
+    try:
+        directions = [Direction.OUT, Direction.IN] if args.direction == "both" else [Direction(args.direction)]
+        found = [r for d in directions for r in kg.relations(args.entity, d)]
+    finally:
+        kg.close()
+    if args.json:
+        _print_json({"entity": args.entity, "relations": [r.to_dict() for r in found]})
+    else:
+        _table(f"relations of {args.entity}", ["direction", "relation"], [[r.direction.value, r.id] for r in found])
+    return 0
+
+
+def _neighbors(args: argparse.Namespace) -> int:
+    kg = kg_from_args(args)
+    try:
+        found = kg.neighbors(args.entity, args.relation, args.direction, args.limit)
+    finally:
+        kg.close()
+    if args.json:
+        _print_json(
+            {
+                "entity": args.entity,
+                "relation": args.relation,
+                "direction": args.direction,
+                "neighbors": [e.to_dict() for e in found],
+            }
+        )
+    else:
+        _table(
+            f"{args.entity} --{args.relation} ({args.direction})-->",
+            ["id", "label"],
+            [[e.id, e.describe()] for e in found],
+        )
+    return 0
+
+
+def _find(args: argparse.Namespace) -> int:
+    kg = kg_from_args(args)
+    try:
+        found = kg.find_entities(args.text, args.limit)
+    finally:
+        kg.close()
+    if args.json:
+        _print_json({"text": args.text, "entities": [e.to_dict() for e in found]})
+    else:
+        _table(f"entities named {args.text!r}", ["id", "label"], [[e.id, e.label] for e in found])
+    return 0

@@ -1,0 +1,74 @@
+"""Cost counters of one question: LM calls and tokens per stage and role, KG queries, seconds.
+
+PoG's output files report `call_num`, `input_token`, `output_token`, `total_token` and `time` per
+question; these counters produce exactly those numbers, plus the per-stage breakdown that shows
+what PPoGA's extra predict/think calls cost.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Costs:
+    lm_calls: Counter[str] = field(default_factory=Counter)  # stage -> LM requests (cache hits count once)
+    prompt_tokens: Counter[str] = field(default_factory=Counter)  # stage -> tokens
+    completion_tokens: Counter[str] = field(default_factory=Counter)
+    role_calls: Counter[str] = field(default_factory=Counter)  # planner / executor -> LM requests
+    role_tokens: Counter[str] = field(default_factory=Counter)
+    cost_usd: float = 0.0
+    kg_queries: int = 0
+    kg_seconds: float = 0.0
+    seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_lm(self, stage: str, role: str, usage_entries: list[dict[str, Any]]) -> None:
+        """Record one predictor call; `usage_entries` are DSPy's per-request usage dicts (empty on a cache hit)."""
+        calls = max(1, len(usage_entries))
+        prompt = sum(int(u.get("prompt_tokens") or 0) for u in usage_entries)
+        completion = sum(int(u.get("completion_tokens") or 0) for u in usage_entries)
+        with self._lock:
+            self.lm_calls[stage] += calls
+            self.prompt_tokens[stage] += prompt
+            self.completion_tokens[stage] += completion
+            self.role_calls[role] += calls
+            self.role_tokens[role] += prompt + completion
+            self.cost_usd += sum(float(u.get("cost") or 0.0) for u in usage_entries)
+
+    def add_kg(self, seconds: float) -> None:
+        with self._lock:
+            self.kg_queries += 1
+            self.kg_seconds += seconds
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.lm_calls.values())
+
+    @property
+    def total_prompt_tokens(self) -> int:
+        return sum(self.prompt_tokens.values())
+
+    @property
+    def total_completion_tokens(self) -> int:
+        return sum(self.completion_tokens.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lm_calls": self.total_calls,
+            "prompt_tokens": self.total_prompt_tokens,
+            "completion_tokens": self.total_completion_tokens,
+            "total_tokens": self.total_prompt_tokens + self.total_completion_tokens,
+            "lm_calls_by_stage": dict(self.lm_calls),
+            "prompt_tokens_by_stage": dict(self.prompt_tokens),
+            "completion_tokens_by_stage": dict(self.completion_tokens),
+            "lm_calls_by_role": dict(self.role_calls),
+            "tokens_by_role": dict(self.role_tokens),
+            "cost_usd": round(self.cost_usd, 6),
+            "kg_queries": self.kg_queries,
+            "kg_seconds": round(self.kg_seconds, 4),
+            "seconds": round(self.seconds, 4),
+        }

@@ -1,0 +1,336 @@
+"""Parallel, resumable evaluation runs that write PoG-compatible JSONL, and their summaries.
+
+Files: a run is one JSONL file, one line per finished question, appended as each question ends.
+A line holds what PoG's evaluation scripts read (`question`, `RawQuestion`, `results`,
+`reasoning_chains`, `call_num`, `input_token`, `output_token`, `total_token`, `time`) plus our
+`id`, gold answers, both Hits@1 metrics and F1, status and error, costs and the full trace.
+
+Resuming: questions whose id is already in the file are skipped, so an interrupted run (Ctrl-C, a
+crash, a killed machine) continues where it stopped; a half-written last line is dropped first.
+Summaries are computed from the file, so a resumed run reports the same totals as an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import statistics
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ppoga_dspy.errors import PPoGAError
+
+
+class EvaluationError(PPoGAError):
+    """A run file cannot be read or written; the message names the file and what to do."""
+
+
+def example_id(example: Any) -> str:
+    """The example's own id, else a stable hash of its question (never Python's salted hash())."""
+    given = getattr(example, "id", None) if not isinstance(example, dict) else example.get("id")
+    if given:
+        return str(given)
+    question = example["question"] if isinstance(example, dict) else example.question
+    return "q-" + hashlib.sha1(question.encode("utf-8")).hexdigest()[:12]
+
+
+def read_run(path: Path) -> list[dict[str, Any]]:
+    """The finished questions of a run file; a truncated last line (an interrupted write) is ignored."""
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                if line.endswith("\n"):
+                    raise EvaluationError(f"{path}:{number} is not JSON; is this a ppoga run file?") from None
+    return rows
+
+
+def _repair_tail(path: Path) -> None:
+    """Cut a half-written last line so that appended lines start on a line of their own."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    cut = data.rfind(b"\n") + 1
+    with path.open("r+b") as handle:
+        handle.truncate(cut)
+
+
+def record_for(example: Any, prediction: Any, seconds: float) -> dict[str, Any]:
+    """One JSONL line: PoG's fields, our metrics, status, costs and the trace."""
+    from ppoga_dspy.metrics import score_prediction
+
+    costs = dict(getattr(prediction, "costs", {}) or {})
+    answers = list(getattr(prediction, "answers", []) or [])
+    metrics = score_prediction(example, prediction)
+    metadata = dict(getattr(example, "metadata", {}) or {})
+    return {
+        "id": example_id(example),
+        "question": example.question,
+        "RawQuestion": example.question,
+        "topic_entities": dict(getattr(example, "topic_entities", {}) or {}),
+        "results": answers[0] if answers else "",
+        "answers": answers,
+        "answer_ids": list(getattr(prediction, "answer_ids", []) or []),
+        "gold": list(getattr(example, "answers", []) or []),
+        "reasoning": getattr(prediction, "reasoning", ""),
+        "reasoning_chains": getattr(prediction, "reasoning_chains", []),
+        "call_num": costs.get("lm_calls", 0),
+        "input_token": costs.get("prompt_tokens", 0),
+        "output_token": costs.get("completion_tokens", 0),
+        "total_token": costs.get("total_tokens", 0),
+        "time": round(seconds, 4),
+        "status": getattr(prediction, "status", "ok"),
+        "error_kind": getattr(prediction, "error_kind", None),
+        "error": getattr(prediction, "error", None),
+        "metrics": metrics,
+        "metadata": metadata,
+        "costs": costs,
+        "trace": getattr(prediction, "trace", []),
+    }
+
+
+def failure_record(example: Any, exc: BaseException, seconds: float) -> dict[str, Any]:
+    """A question the program could not even start (it never raises for bad replies; this is a bug)."""
+    from types import SimpleNamespace
+
+    failed = SimpleNamespace(answers=[], answer_ids=[], status="failed", error_kind="internal",
+                             error=f"{type(exc).__name__}: {exc}", costs={}, trace=[], reasoning="",
+                             reasoning_chains=[])
+    return record_for(example, failed, seconds)
+
+
+def answer_one(program: Callable[..., Any], example: Any) -> dict[str, Any]:
+    """Run one question and make its record; a program that raises (a bug) still yields a failed record."""
+    started = time.perf_counter()
+    try:
+        prediction = program(question=example.question, topic_entities=getattr(example, "topic_entities", None))
+        return record_for(example, prediction, time.perf_counter() - started)
+    except Exception as exc:
+        return failure_record(example, exc, time.perf_counter() - started)
+
+
+@dataclass
+class RunResult:
+    path: Path
+    rows: list[dict[str, Any]]
+    skipped: int
+    ran: int
+    interrupted: bool = False
+
+
+def run_evaluation(
+    program: Callable[..., Any],
+    examples: Iterable[Any],
+    *,
+    out: Path,
+    threads: int = 1,
+    progress: bool = True,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Run `program` over the examples not yet in `out`, appending one line per finished question.
+
+    Threads inherit the caller's DSPy context (LM, adapter, usage tracking). Ctrl-C stops
+    submitting, lets questions in flight finish writing, and leaves a valid, resumable file.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _repair_tail(out)
+    done = {row.get("id") for row in read_run(out)}
+    examples = list(examples)
+    todo = [ex for ex in examples if example_id(ex) not in done]
+    skipped = len(examples) - len(todo)
+    lock = threading.Lock()
+    written: list[dict[str, Any]] = []
+    bar = _progress(total=len(examples), initial=skipped, enabled=progress)
+    hits = Counter()
+
+    def solve(example: Any) -> dict[str, Any]:
+        record = answer_one(program, example)
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with lock:
+            with out.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+            written.append(record)
+            hits["n"] += 1
+            hits["hit"] += record["metrics"]["hits@1"]
+            bar.update(1)
+            bar.set_postfix_str(f"hits@1 {hits['hit'] / hits['n']:.3f}")
+        if on_record:
+            on_record(record)
+        return record
+
+    interrupted = False
+    try:
+        parallel_map(solve, todo, threads=threads)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    return RunResult(path=out, rows=read_run(out), skipped=skipped, ran=len(written), interrupted=interrupted)
+
+
+def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, threads: int = 1) -> list[Any]:
+    """`fn` over items in `threads` threads, each inheriting the caller's DSPy context; results in item order.
+
+    At most `threads` items are in flight; on Ctrl-C nothing new starts, the items in flight finish,
+    and KeyboardInterrupt is raised again once they have.
+    """
+    items = list(items)
+    results: list[Any] = [None] * len(items)
+    width = max(1, threads)
+    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="ppoga")
+    pending: dict[Future, int] = {}
+    queue = iter(enumerate(items))
+    try:
+        while True:
+            while len(pending) < width:
+                nxt = next(queue, None)
+                if nxt is None:
+                    break
+                index, item = nxt
+                context = contextvars.copy_context()
+                pending[pool.submit(context.run, fn, item)] = index
+            if not pending:
+                break
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                results[pending.pop(future)] = future.result()
+    except KeyboardInterrupt:
+        wait(pending)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
+
+
+def score_program(program: Callable[..., Any], examples: Iterable[Any], *, threads: int = 1) -> dict[str, Any]:
+    """Summary of `program` on examples, in memory (no run file): what compile and tune compare."""
+
+    return summarize(parallel_map(lambda example: answer_one(program, example), examples, threads=threads))
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not enabled, desc="questions", unit="q", dynamic_ncols=True)
+
+
+# -- summaries ------------------------------------------------------------------------------------
+
+
+def _mean(values: list[float]) -> float:
+    return float(statistics.fmean(values)) if values else 0.0
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "level", "hops")) -> dict[str, Any]:
+    """Hits@1 (lenient, strict), F1, failures, and per-question cost; rates in 0..1.
+
+    Failed questions count as wrong (they stay in `n`); costs are over all questions.
+    """
+    n = len(rows)
+    metric = defaultdict(list)
+    for row in rows:
+        for key, value in (row.get("metrics") or {}).items():
+            metric[key].append(float(value))
+    calls = [float(r.get("call_num") or 0) for r in rows]
+    tokens = [float(r.get("total_token") or 0) for r in rows]
+    seconds = [float(r.get("time") or 0) for r in rows]
+    failed = [r for r in rows if r.get("status") == "failed"]
+    summary: dict[str, Any] = {
+        "n": n,
+        "hits@1": _mean(metric["hits@1"]),
+        "hits@1_strict": _mean(metric["hits@1_strict"]),
+        "f1": _mean(metric["f1"]),
+        "failed": len(failed),
+        "errors_by_kind": dict(Counter(r.get("error_kind") or "unknown" for r in failed)),
+        "lm_calls_mean": _mean(calls),
+        "lm_calls_median": _median(calls),
+        "tokens_mean": _mean(tokens),
+        "tokens_median": _median(tokens),
+        "input_tokens_mean": _mean([float(r.get("input_token") or 0) for r in rows]),
+        "output_tokens_mean": _mean([float(r.get("output_token") or 0) for r in rows]),
+        "seconds_mean": _mean(seconds),
+        "seconds_median": _median(seconds),
+        "kg_queries_mean": _mean([float((r.get("costs") or {}).get("kg_queries") or 0) for r in rows]),
+    }
+    breakdown: dict[str, dict[str, dict[str, float]]] = {}
+    for key in by:
+        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in rows:
+            value = (row.get("metadata") or {}).get(key)
+            if value not in (None, ""):
+                groups[str(value)].append(row)
+        if len(groups) >= 1 and sum(len(g) for g in groups.values()) > 0:
+            breakdown[key] = {
+                name: {
+                    "n": len(group),
+                    "hits@1": _mean([float(r["metrics"]["hits@1"]) for r in group]),
+                    "hits@1_strict": _mean([float(r["metrics"]["hits@1_strict"]) for r in group]),
+                    "f1": _mean([float(r["metrics"]["f1"]) for r in group]),
+                }
+                for name, group in sorted(groups.items())
+            }
+    summary["by"] = breakdown
+    return summary
+
+
+def summary_table(summaries: dict[str, dict[str, Any]]):
+    """A rich table of one or more run summaries, side by side."""
+    from rich.table import Table
+
+    table = Table(title="PPoGA evaluation", show_lines=False)
+    table.add_column("metric")
+    for name in summaries:
+        table.add_column(name, justify="right")
+    rows = [
+        ("questions", "n", "{:.0f}"),
+        ("Hits@1 (lenient)", "hits@1", "{:.3f}"),
+        ("Hits@1 (strict)", "hits@1_strict", "{:.3f}"),
+        ("answer F1", "f1", "{:.3f}"),
+        ("failed", "failed", "{:.0f}"),
+        ("LM calls / q (mean)", "lm_calls_mean", "{:.2f}"),
+        ("LM calls / q (median)", "lm_calls_median", "{:.1f}"),
+        ("tokens / q (mean)", "tokens_mean", "{:.0f}"),
+        ("tokens / q (median)", "tokens_median", "{:.0f}"),
+        ("seconds / q (mean)", "seconds_mean", "{:.2f}"),
+        ("seconds / q (median)", "seconds_median", "{:.2f}"),
+        ("KG queries / q (mean)", "kg_queries_mean", "{:.1f}"),
+    ]
+    for label, key, fmt in rows:
+        table.add_row(label, *[fmt.format(s.get(key, 0)) for s in summaries.values()])
+    for key in ("type", "level", "hops"):
+        names = sorted({name for s in summaries.values() for name in s.get("by", {}).get(key, {})})
+        for name in names:
+            cells = []
+            for s in summaries.values():
+                group = s.get("by", {}).get(key, {}).get(name)
+                cells.append(f"{group['hits@1']:.3f} (n={group['n']})" if group else "-")
+            table.add_row(f"Hits@1 {key}={name}", *cells)
+    for s in summaries.values():
+        if s.get("errors_by_kind"):
+            table.caption = "errors: " + "; ".join(
+                f"{name}: {', '.join(f'{k}={v}' for k, v in s['errors_by_kind'].items())}"
+                for name, s in summaries.items() if s.get("errors_by_kind")
+            )
+            break
+    return table

@@ -1,0 +1,196 @@
+"""The Executor: acts on the graph for one plan step and returns a structured observation.
+
+Path exploration, as in the paper: from the frontier (topic entities, or what the last step found)
+explore relations -> choose relations (model) -> explore entities -> prune by embedding similarity
+when there are more candidates than `prune_threshold` -> choose entities (model, with a rationale).
+Relations are ranked by embedding similarity before the model sees them and a choice is accepted
+only when it names a real candidate; otherwise the best-ranked candidate is used, and the trace
+records the fallback. Paths that failed earlier (path correction) are excluded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dspy
+
+from ppoga_dspy.choices import match_choices
+from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError, Relation, Triple
+from ppoga_dspy.memory import relation_key
+from ppoga_dspy.pruning import EmbeddingRanker, Ranker, prune, rank
+from ppoga_dspy.run import QuestionRun
+from ppoga_dspy.signatures import SelectEntities, SelectRelations
+
+
+@dataclass
+class Candidate:
+    """An entity found in this step, with the fact that reached it and where it came from."""
+
+    entity: Entity
+    triple: Triple
+    source: Entity
+
+    def line(self) -> str:
+        return f"{self.entity.describe()}  <- {self.triple.text()}"
+
+
+@dataclass
+class Observation:
+    """What one step's action found: the facts, the new frontier and the paths walked."""
+
+    triples: list[Triple] = field(default_factory=list)
+    frontier: list[Entity] = field(default_factory=list)
+    chains: dict[str, list[Triple]] = field(default_factory=dict)  # frontier entity id -> chain from a topic
+    paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.frontier
+
+    def text(self, limit: int = 20) -> str:
+        lines = [t.text() for t in self.triples[:limit]]
+        if len(self.triples) > limit:
+            lines.append(f"... and {len(self.triples) - limit} more facts")
+        if self.frontier:
+            lines.append("Selected: " + "; ".join(e.describe() for e in self.frontier))
+        lines.extend(self.notes)
+        return "\n".join(lines) if lines else "Nothing was found on the graph for this step."
+
+
+class Executor(dspy.Module):
+    """Holds the Executor's two predictors; `explore` runs one step's action for one question."""
+
+    def __init__(self, ranker: Ranker | None = None) -> None:
+        super().__init__()
+        self.select_relations = dspy.Predict(SelectRelations)
+        self.select_entities = dspy.Predict(SelectEntities)
+        self.ranker: Ranker = ranker or EmbeddingRanker()
+
+    def __deepcopy__(self, memo: dict) -> Executor:
+        # Optimizers deep-copy programs; the embedding model is shared, the predictors are copied.
+        import copy
+
+        clone = Executor.__new__(Executor)
+        for key, value in self.__dict__.items():
+            clone.__dict__[key] = value if key == "ranker" else copy.deepcopy(value, memo)
+        return clone
+
+    def forward(self, **kwargs):  # pragma: no cover - the program calls explore()
+        raise NotImplementedError("Executor is driven by PPoGA through explore()")
+
+    def explore(
+        self,
+        run: QuestionRun,
+        *,
+        question: str,
+        objective: str,
+        frontier: list[Entity],
+        chains: dict[str, list[Triple]],
+    ) -> Observation:
+        th = run.thresholds
+        knowledge = run.memory.knowledge
+        query = f"{question} {objective}"
+        observation = Observation()
+        candidates: list[Candidate] = []
+        for entity in frontier[: th.frontier_limit]:
+            relations = self._candidate_relations(run, entity, observation)
+            if not relations:
+                continue
+            chosen = self._choose_relations(run, question, objective, entity, relations, query)
+            for relation in chosen:
+                observation.paths.append((entity.id, relation.id, relation.direction.value))
+                knowledge.mark_explored(entity.id, relation)
+                try:
+                    found = run.tools.neighbors(entity.id, relation.id, relation.direction, th.neighbor_limit)
+                except KGUnavailableError:
+                    raise
+                except KGError as exc:
+                    observation.notes.append(f"Query failed for {entity.label} -{relation.id}: {exc}")
+                    continue
+                for other in found:
+                    if relation.direction is Direction.OUT:
+                        triple = Triple(entity, relation.id, other)
+                    else:
+                        triple = Triple(other, relation.id, entity)
+                    candidates.append(Candidate(other, triple, entity))
+        if not candidates:
+            if not observation.notes:
+                observation.notes.append("No entity was reached from the frontier in this step.")
+            return observation
+        candidates = self._prune(candidates, query, th.prune_threshold)
+        selected = self._choose_entities(run, question, objective, candidates, query)
+        ordered = selected + [c for c in candidates if c not in selected]
+        for candidate in ordered[: th.evidence_limit]:
+            observation.triples.append(candidate.triple)
+            for relation, inner in candidate.entity.facts:
+                observation.triples.append(Triple(candidate.entity, relation, inner))
+        for candidate in selected:
+            if candidate.entity.id not in {e.id for e in observation.frontier}:
+                observation.frontier.append(candidate.entity)
+                observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + [candidate.triple]
+        knowledge.add_triples(observation.triples)
+        return observation
+
+    def _candidate_relations(self, run: QuestionRun, entity: Entity, observation: Observation) -> list[Relation]:
+        relations: list[Relation] = []
+        for direction in (Direction.OUT, Direction.IN):
+            try:
+                relations.extend(run.tools.relations(entity.id, direction))
+            except KGUnavailableError:
+                raise
+            except KGError as exc:
+                observation.notes.append(f"Relations of {entity.label} could not be read: {exc}")
+        knowledge = run.memory.knowledge
+        kept = [r for r in relations if not knowledge.is_failed(entity.id, r)]
+        if len(kept) < len(relations):
+            run.note("path_correction.excluded", entity=entity.id, excluded=len(relations) - len(kept))
+        return kept
+
+    def _choose_relations(
+        self, run: QuestionRun, question: str, objective: str, entity: Entity, relations: list[Relation], query: str
+    ) -> list[Relation]:
+        th = run.thresholds
+        names = [relation_key(r) for r in relations]
+        order = rank(self.ranker, query, names)[: th.relation_candidates]
+        shown = [relations[i] for i in order]
+        if len(shown) == 1:
+            return shown
+        shown_names = [relation_key(r) for r in shown]
+        prediction = run.call(
+            "select_relations", "executor", self.select_relations,
+            question=question, step=objective, entity=entity.describe(), candidates=shown_names,
+        )
+        matched = match_choices(getattr(prediction, "relations", None), shown_names)
+        chosen = [shown[i] for i in matched.indices][: th.relations_per_step]
+        if matched.invalid or not chosen:
+            run.note("select_relations.fallback", invalid=matched.invalid, used=shown_names[0] if not chosen else None)
+        return chosen or shown[:1]
+
+    def _prune(self, candidates: list[Candidate], query: str, keep: int) -> list[Candidate]:
+        if len(candidates) <= keep:
+            return candidates
+        kept = prune(self.ranker, query, [c.line() for c in candidates], keep)
+        return [candidates[i] for i in kept]
+
+    def _choose_entities(
+        self, run: QuestionRun, question: str, objective: str, candidates: list[Candidate], query: str
+    ) -> list[Candidate]:
+        th = run.thresholds
+        if len(candidates) <= th.entities_per_step:
+            return list(candidates)
+        lines = [c.line() for c in candidates]
+        prediction = run.call(
+            "select_entities", "executor", self.select_entities,
+            question=question, step=objective, candidates=lines,
+        )
+        matched = match_choices(
+            getattr(prediction, "entities", None), lines, aliases=[c.entity.describe() for c in candidates]
+        )
+        chosen = [candidates[i] for i in matched.indices][: th.entities_per_step]
+        if matched.invalid or not chosen:
+            run.note("select_entities.fallback", invalid=matched.invalid)
+        if not chosen:
+            order = rank(self.ranker, query, lines)
+            chosen = [candidates[i] for i in order[: th.entities_per_step]]
+        return chosen

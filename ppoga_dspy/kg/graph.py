@@ -1,0 +1,331 @@
+"""One dialect + one engine = one KnowledgeGraph: the queries, the cache and the counters.
+
+`SparqlGraph` writes every query itself (ids checked and mapped to IRIs by the dialect, text
+escaped by terms.py), hands it to the engine, caches the rows in a thread-safe LRU keyed by the
+query text, and turns rows into `Entity`/`Relation` objects. Because both engines answer the same
+queries with the same neutral rows, the embedded store and any endpoint give identical results.
+
+Results are sorted by id so they do not depend on engine order. `neighbors(limit=N)` asks the
+engine for N rows without ORDER BY (sorting millions of Freebase rows per hop would cost more
+than it is worth), so when more than N neighbours exist, which N come back is the engine's choice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from ppoga_dspy.kg.base import Direction, Entity, InvalidIdentifier, KGError, KGStats, Relation
+from ppoga_dspy.kg.cache import LRUCache
+from ppoga_dspy.kg.dialects import Dialect, normalise_label, spelling_variants
+from ppoga_dspy.kg.terms import Row, iri_ref
+
+VALUES_CHUNK = 200
+MAX_LIMIT = 10_000
+MAX_TEXT = 1000
+
+
+class Engine(Protocol):
+    """What the graph layer needs from an engine; see store.EmbeddedStore and sparql.SparqlEndpoint."""
+
+    name: str
+    kind: str
+    can_scan_labels: bool
+
+    def select(self, query: str) -> list[Row]: ...
+
+    def count_triples(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def _direction(value: Direction | str) -> Direction:
+    if isinstance(value, Direction):
+        return value
+    if isinstance(value, str) and value.lower() in ("in", "out"):
+        return Direction(value.lower())
+    raise InvalidIdentifier(f"direction must be 'in' or 'out', got {value!r}")
+
+
+def _limit(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidIdentifier(f"limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}")
+    return value
+
+
+def _chunks(items: Sequence[str], size: int = VALUES_CHUNK) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class SparqlGraph:
+    """A KnowledgeGraph over any engine that answers SPARQL SELECT queries.
+
+    Thread-safe: the cache and counters are locked, engines are safe to call concurrently.
+    `mediator_facts` caps how many facts one mediator node shows.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        dialect: Dialect,
+        *,
+        name: str | None = None,
+        cache_size: int = 4096,
+        mediator_facts: int = 32,
+    ) -> None:
+        self.engine = engine
+        self.dialect = dialect
+        self.name = name or f"{dialect.name}@{engine.name}"
+        self.mediator_facts = mediator_facts
+        self._cache: LRUCache[tuple[Row, ...]] = LRUCache(cache_size)
+        self._stats = KGStats()
+        self._lock = threading.Lock()
+        self._label_index: dict[str, list[str]] | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------------
+    def _select(self, kind: str, query: str) -> tuple[Row, ...]:
+        cached = self._cache.get(query)
+        if not LRUCache.missing(cached):
+            with self._lock:
+                self._stats.cache_hits += 1
+            return cached  # type: ignore[return-value]
+        started = time.perf_counter()
+        try:
+            rows = tuple(self.engine.select(query))
+        except KGError:
+            with self._lock:
+                self._stats.errors += 1
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self._stats.queries += 1
+                self._stats.seconds += elapsed
+                self._stats.by_kind[kind] = self._stats.by_kind.get(kind, 0) + 1
+        self._cache.put(query, rows)
+        return rows
+
+    def _entity_ref(self, entity: str) -> str:
+        return iri_ref(self.dialect.entity_iri(entity))
+
+    def _relation_ref(self, relation: str) -> str:
+        return iri_ref(self.dialect.relation_iri(relation))
+
+    def _values(self, iris: Iterable[str]) -> str:
+        return " ".join(iri_ref(i) for i in iris)
+
+    # -- the KnowledgeGraph interface ----------------------------------------------------------------
+    def relations(self, entity: str, direction: Direction | str = Direction.OUT) -> list[Relation]:
+        """Relations leaving (OUT) or entering (IN) `entity`, after the dialect's filter, sorted."""
+        direction = _direction(direction)
+        ref = self._entity_ref(entity)
+        pattern = f"{ref} ?r ?x" if direction is Direction.OUT else f"?x ?r {ref}"
+        rows = self._select("relations", f"SELECT DISTINCT ?r WHERE {{ {pattern} }}")
+        found: set[str] = set()
+        for row in rows:
+            term = row.get("r")
+            if term is None or not term.is_iri:
+                continue
+            rel = self.dialect.relation_id(term.value)
+            if rel is not None and self.dialect.keep_relation(rel):
+                found.add(rel)
+        return [Relation(rel, direction) for rel in sorted(found)]
+
+    def neighbors(
+        self, entity: str, relation: str, direction: Direction | str = Direction.OUT, limit: int = 100
+    ) -> list[Entity]:
+        """Entities reached from `entity` through `relation`, labelled, mediators expanded, sorted by id."""
+        direction = _direction(direction)
+        limit = _limit(limit)
+        ref, rel = self._entity_ref(entity), self._relation_ref(relation)
+        pattern = f"{ref} {rel} ?x" if direction is Direction.OUT else f"?x {rel} {ref}"
+        rows = self._select("neighbors", f"SELECT DISTINCT ?x WHERE {{ {pattern} }} LIMIT {limit}")
+        literals: dict[str, Entity] = {}
+        nodes: dict[str, str] = {}  # id -> IRI
+        for row in rows:
+            term = row.get("x")
+            if term is None:
+                continue
+            if term.is_literal:
+                literals.setdefault(term.value, Entity(term.value, term.value, literal=True))
+            elif term.is_iri:
+                node = self.dialect.entity_id(term.value)
+                if node is not None:
+                    nodes[node] = term.value
+        out = list(literals.values())
+        if nodes:
+            out += self._describe_nodes(nodes, came_from=entity)
+        return sorted(out, key=lambda e: (e.literal, e.id))
+
+    def labels(self, entities: list[str]) -> dict[str, str]:
+        """Labels of many entities, fetched in VALUES batches; an unlabelled entity maps to its fallback label."""
+        ids = list(dict.fromkeys(entities))
+        iris = {e: self.dialect.entity_iri(e) for e in ids}  # validates every id before any query
+        if self.dialect.labels_are_ids:
+            return {e: e for e in ids}
+        found = self._node_info(iris, with_types=False)
+        return {e: found[e][0] if found[e][0] is not None else self.dialect.fallback_label(e) for e in ids}
+
+    def find_entities(self, text: str, limit: int = 10) -> list[Entity]:
+        """Entities whose label is `text` (exact), else a variant spelling, else (small embedded stores) a
+        normalised match. Never a regex scan on an endpoint."""
+        if not isinstance(text, str):
+            raise InvalidIdentifier(f"find_entities needs text, got {type(text).__name__}")
+        limit = _limit(limit)
+        text = text.strip()
+        if not text or len(text) > MAX_TEXT:
+            return []
+        ids = self._match_labels([text])
+        if not ids:
+            ids = self._match_labels(spelling_variants(text))
+        if not ids and self.engine.can_scan_labels:
+            ids = sorted(self._scan_index().get(normalise_label(text), []))
+        ids = ids[:limit]
+        names = self.labels(ids) if ids else {}
+        return [Entity(i, names.get(i, i)) for i in ids]
+
+    def stats(self) -> KGStats:
+        """A copy of the counters (queries run, cache hits, errors, seconds, queries by kind)."""
+        with self._lock:
+            s = self._stats
+            return KGStats(s.queries, s.cache_hits, s.errors, s.seconds, dict(s.by_kind))
+
+    def close(self) -> None:
+        self._cache.clear()
+        self.engine.close()
+
+    # -- extras --------------------------------------------------------------------------------------
+    def count_triples(self) -> int:
+        """Triples in the engine (all graphs); uncached, for checks that nothing changed."""
+        return self.engine.count_triples()
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def __enter__(self) -> SparqlGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<SparqlGraph {self.name!r} dialect={self.dialect.name} engine={self.engine.kind}>"
+
+    # -- internals -----------------------------------------------------------------------------------
+    def _node_info(self, iris: dict[str, str], *, with_types: bool) -> dict[str, tuple[str | None, frozenset[str]]]:
+        """Best label and type ids of each node, in VALUES batches."""
+        preds = list(self.dialect.label_predicates)
+        type_pred = self.dialect.type_predicate if with_types else None
+        if type_pred:
+            preds.append(type_pred)
+        pred_values = self._values(preds)
+        by_iri = {iri: node for node, iri in iris.items()}
+        best: dict[str, tuple[int, str]] = {}
+        types: dict[str, set[str]] = {}
+        for chunk in _chunks(sorted(by_iri)):
+            query = (
+                f"SELECT ?x ?p ?o WHERE {{ VALUES ?x {{ {self._values(chunk)} }} "
+                f"VALUES ?p {{ {pred_values} }} ?x ?p ?o }}"
+            )
+            for row in self._select("labels", query):
+                x, p, o = row.get("x"), row.get("p"), row.get("o")
+                if x is None or p is None or o is None or x.value not in by_iri:
+                    continue
+                node = by_iri[x.value]
+                if type_pred and p.value == type_pred:
+                    if o.is_iri:
+                        type_id = self.dialect.relation_id(o.value)
+                        if type_id:
+                            types.setdefault(node, set()).add(type_id)
+                elif o.is_literal:
+                    key = (self.dialect.label_rank(o.lang), o.value)
+                    if node not in best or key < best[node]:
+                        best[node] = key
+        return {node: (best[node][1] if node in best else None, frozenset(types.get(node, ()))) for node in iris}
+
+    def _describe_nodes(self, nodes: dict[str, str], *, came_from: str) -> list[Entity]:
+        dialect = self.dialect
+        if dialect.labels_are_ids:
+            return [Entity(node, node) for node in nodes]
+        info = self._node_info(nodes, with_types=dialect.wants_types)
+        mediators = (
+            [n for n, (label, kinds) in info.items() if dialect.is_mediator(named=label is not None, types=kinds)]
+            if dialect.expands_mediators
+            else []
+        )
+        facts = self._mediator_facts({n: nodes[n] for n in mediators}, came_from=came_from) if mediators else {}
+        out = []
+        for node, (label, _kinds) in info.items():
+            text = label if label is not None else dialect.fallback_label(node)
+            out.append(Entity(node, text, facts=facts.get(node, ())))
+        return out
+
+    def _mediator_facts(self, nodes: dict[str, str], *, came_from: str) -> dict[str, tuple[tuple[str, Entity], ...]]:
+        """Each mediator's outgoing facts (filtered relations, the way back to `came_from` dropped), labelled."""
+        by_iri = {iri: node for node, iri in nodes.items()}
+        raw: dict[str, list[tuple[str, str, bool]]] = {}  # node -> (relation, value/id, literal?)
+        for chunk in _chunks(sorted(by_iri)):
+            query = f"SELECT ?m ?r ?y WHERE {{ VALUES ?m {{ {self._values(chunk)} }} ?m ?r ?y }}"
+            for row in self._select("mediator_facts", query):
+                m, r, y = row.get("m"), row.get("r"), row.get("y")
+                if m is None or r is None or y is None or m.value not in by_iri or not r.is_iri:
+                    continue
+                rel = self.dialect.relation_id(r.value)
+                if rel is None or not self.dialect.keep_relation(rel):
+                    continue
+                if y.is_literal:
+                    raw.setdefault(by_iri[m.value], []).append((rel, y.value, True))
+                elif y.is_iri:
+                    target = self.dialect.entity_id(y.value)
+                    if target is not None and target != came_from:
+                        raw.setdefault(by_iri[m.value], []).append((rel, target, False))
+        targets = sorted({value for items in raw.values() for _, value, lit in items if not lit})
+        names = self.labels(targets) if targets else {}
+        out: dict[str, tuple[tuple[str, Entity], ...]] = {}
+        for node, items in raw.items():
+            unique = sorted(set(items))[: self.mediator_facts]
+            out[node] = tuple(
+                (rel, Entity(value, value, literal=True) if lit else Entity(value, names.get(value, value)))
+                for rel, value, lit in unique
+            )
+        return out
+
+    def _match_labels(self, spellings: list[str]) -> list[str]:
+        """Ids of entities with a label exactly equal to one of `spellings` (indexed lookups), sorted."""
+        if not spellings:
+            return []
+        literals = " ".join(lit for s in spellings for lit in self.dialect.label_literals(s))
+        preds = self._values(self.dialect.label_predicates)
+        query = (
+            f"SELECT DISTINCT ?e WHERE {{ VALUES ?l {{ {literals} }} VALUES ?p {{ {preds} }} ?e ?p ?l }} "
+            f"LIMIT {MAX_LIMIT}"
+        )
+        found = set()
+        for row in self._select("find", query):
+            term = row.get("e")
+            if term is not None and term.is_iri:
+                node = self.dialect.entity_id(term.value)
+                if node is not None:
+                    found.add(node)
+        return sorted(found)
+
+    def _scan_index(self) -> dict[str, list[str]]:
+        """normalised label -> ids, built once from every label (only on small embedded stores)."""
+        if self._label_index is None:
+            preds = self._values(self.dialect.label_predicates)
+            rows = self._select("find_scan", f"SELECT ?e ?l WHERE {{ VALUES ?p {{ {preds} }} ?e ?p ?l }}")
+            index: dict[str, list[str]] = {}
+            for row in rows:
+                e, lab = row.get("e"), row.get("l")
+                if e is None or lab is None or not e.is_iri or not lab.is_literal:
+                    continue
+                node = self.dialect.entity_id(e.value)
+                if node is not None:
+                    bucket = index.setdefault(normalise_label(lab.value), [])
+                    if node not in bucket:
+                        bucket.append(node)
+            self._label_index = index
+        return self._label_index

@@ -1,0 +1,205 @@
+"""Files -> RDF: format and dialect detection, IRN tab-separated KBs as N-Triples, loading, exporting.
+
+IRN KBs (PathQuestion, WC2014) are lines `subject<TAB>relation<TAB>object`. They become triples
+under http://ppoga-dspy.org/irn/ (names percent-encoded, PQL relations `__a__b` written `a.b`),
+plus one `rdfs:label "name"` per entity so that find_entities can match a name with an indexed
+exact lookup on any engine. `export_ntriples` writes any input as one N-Triples file, which is
+what the loopback servers (oxigraph, Virtuoso) bulk-load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ppoga_dspy.kg.base import KGLoadError
+from ppoga_dspy.kg.dialects import (
+    FREEBASE_NS,
+    IRN_ENTITY,
+    IRN_RELATION,
+    RDFS_LABEL,
+    WIKIDATA_ENTITY,
+    pql_relation,
+)
+from ppoga_dspy.kg.terms import escape_string
+
+FORMATS = ("nt", "ttl", "nq", "irn")
+_EXTENSIONS = {
+    ".nt": "nt",
+    ".ntriples": "nt",
+    ".ttl": "ttl",
+    ".turtle": "ttl",
+    ".nq": "nq",
+    ".txt": "irn",
+    ".tsv": "irn",
+}
+_CHUNK_LINES = 200_000
+_SNIFF_BYTES = 2_000_000
+
+
+def detect_format(path: str | Path, fmt: str | None = None) -> str:
+    """`nt`, `ttl`, `nq` or `irn`: `fmt` when given, else from the file extension."""
+    if fmt is not None:
+        key = fmt.lower().lstrip(".")
+        key = {
+            "ntriples": "nt",
+            "n-triples": "nt",
+            "turtle": "ttl",
+            "nquads": "nq",
+            "n-quads": "nq",
+            "tsv": "irn",
+            "txt": "irn",
+        }.get(key, key)
+        if key not in FORMATS:
+            raise KGLoadError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        return key
+    suffix = Path(path).suffix.lower()
+    if suffix not in _EXTENSIONS:
+        raise KGLoadError(
+            f"cannot tell the format of {path} from its extension; use .nt, .ttl, .nq, or .txt/.tsv for IRN "
+            "tab-separated KBs, or pass --format nt|ttl|nq|irn"
+        )
+    return _EXTENSIONS[suffix]
+
+
+def _check_exists(path: Path) -> None:
+    if not path.is_file():
+        raise KGLoadError(f"no such KG file: {path}")
+
+
+def detect_dialect(paths: Iterable[str | Path], fmt: str | None = None) -> str:
+    """`irn` for IRN files, `freebase` when the Freebase namespace appears, `wikidata` likewise, else `rdf`."""
+    found: set[str] = set()
+    for raw in paths:
+        path = Path(raw)
+        _check_exists(path)
+        if detect_format(path, fmt) == "irn":
+            found.add("irn")
+            continue
+        with path.open("rb") as handle:
+            head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+        if FREEBASE_NS in head:
+            found.add("freebase")
+        elif WIKIDATA_ENTITY in head:
+            found.add("wikidata")
+        else:
+            found.add("rdf")
+    specific = found - {"rdf"}
+    if len(specific) > 1:
+        raise KGLoadError(
+            f"these files mix KG dialects ({', '.join(sorted(specific))}); load them separately or pass --dialect"
+        )
+    return specific.pop() if specific else "rdf"
+
+
+def _nt_iri(iri: str) -> str:
+    return f"<{iri}>"
+
+
+def irn_ntriples(path: str | Path, seen: set[str] | None = None) -> Iterator[str]:
+    """N-Triples lines for an IRN KB: one per fact, plus an rdfs:label line for each new entity.
+
+    `seen` carries the entities already labelled across several files.
+    """
+    from urllib.parse import quote
+
+    path = Path(path)
+    _check_exists(path)
+    seen = set() if seen is None else seen
+    label = _nt_iri(RDFS_LABEL)
+    with path.open(encoding="utf-8", errors="strict") as handle:
+        try:
+            for number, line in enumerate(handle, 1):
+                line = line.rstrip("\r\n")
+                if not line.strip():
+                    continue
+                parts = line.split("\t")
+                if len(parts) != 3 or not all(p.strip() for p in parts):
+                    raise KGLoadError(
+                        f"{path}:{number}: an IRN KB line needs exactly three tab-separated fields "
+                        f"(subject, relation, object); got {line[:120]!r}"
+                    )
+                subject, relation, obj = (p.strip() for p in parts)
+                s = _nt_iri(IRN_ENTITY + quote(subject, safe=""))
+                o = _nt_iri(IRN_ENTITY + quote(obj, safe=""))
+                r = _nt_iri(IRN_RELATION + quote(pql_relation(relation), safe=""))
+                yield f"{s} {r} {o} .\n"
+                for name, iri in ((subject, s), (obj, o)):
+                    if name not in seen:
+                        seen.add(name)
+                        yield f'{iri} {label} "{escape_string(name)}" .\n'
+        except UnicodeDecodeError as exc:
+            raise KGLoadError(f"{path} is not UTF-8 text ({exc}); IRN KBs are UTF-8 tab-separated files") from exc
+
+
+def _rdf_format(fmt: str):
+    import pyoxigraph as ox
+
+    return {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE, "nq": ox.RdfFormat.N_QUADS}[fmt]
+
+
+def load_files(store, paths: Iterable[str | Path], *, fmt: str | None = None, bulk: bool = False) -> int:
+    """Load RDF and IRN files into a pyoxigraph store; returns the store's size afterwards.
+
+    `bulk` uses pyoxigraph's bulk loader (for persisted stores: fast, no transaction); in memory the
+    plain loader is as fast and keeps everything in RAM.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise KGLoadError("no KG files given; pass one or more .nt/.ttl/.nq/.txt files")
+    seen: set[str] = set()
+    loader = store.bulk_load if bulk else store.load
+    for path in paths:
+        _check_exists(path)
+        kind = detect_format(path, fmt)
+        try:
+            if kind == "irn":
+                import pyoxigraph as ox
+
+                chunk: list[str] = []
+                for line in irn_ntriples(path, seen):
+                    chunk.append(line)
+                    if len(chunk) >= _CHUNK_LINES:
+                        loader("".join(chunk).encode("utf-8"), ox.RdfFormat.N_TRIPLES)
+                        chunk = []
+                if chunk:
+                    loader("".join(chunk).encode("utf-8"), ox.RdfFormat.N_TRIPLES)
+            else:
+                loader(path=str(path), format=_rdf_format(kind), base_iri=path.resolve().as_uri())
+        except SyntaxError as exc:
+            raise KGLoadError(f"{path} is not valid {kind} ({exc}); fix the file or pass the right --format") from exc
+        except (OSError, ValueError) as exc:
+            raise KGLoadError(f"could not load {path}: {exc}") from exc
+    return len(store)
+
+
+def export_ntriples(paths: Iterable[str | Path], out_path: str | Path, format: str | None = None) -> int:  # noqa: A002
+    """Write every input (RDF or IRN) as one N-Triples file (graph names dropped); returns the triples written.
+
+    The loopback SPARQL servers bulk-load this file, so an IRN KB answers there exactly as in the
+    embedded store.
+    """
+    import pyoxigraph as ox
+
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    seen: set[str] = set()
+    with out.open("w", encoding="utf-8") as handle:
+        for raw in paths:
+            path = Path(raw)
+            _check_exists(path)
+            kind = detect_format(path, format)
+            if kind == "irn":
+                for line in irn_ntriples(path, seen):
+                    handle.write(line)
+                    count += 1
+                continue
+            try:
+                for quad in ox.parse(path=str(path), format=_rdf_format(kind), base_iri=path.resolve().as_uri()):
+                    triple = quad.triple if isinstance(quad, ox.Quad) else quad
+                    handle.write(f"{triple.subject} {triple.predicate} {triple.object} .\n")
+                    count += 1
+            except SyntaxError as exc:
+                raise KGLoadError(f"{path} is not valid {kind} ({exc})") from exc
+    return count

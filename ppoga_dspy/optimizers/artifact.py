@@ -1,0 +1,145 @@
+"""One file per LLM backend: compiled prompts and demos, thresholds, and where they came from.
+
+An artifact is JSON (never pickle): each predictor's instructions and demos as DSPy's own
+`dump_state` writes them, the `Thresholds`, the LM spec it was compiled/tuned for, the dataset and
+split, the scores, library versions and the date. Loading rehearses on a copy of the program first
+and only then applies, so a bad file leaves the program as it was. An artifact made for another LM
+loads with a warning: it is a fine starting point for compiling again.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import platform
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ppoga_dspy.errors import PPoGAError
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "ppoga-dspy/artifact/1"
+
+
+class ArtifactError(PPoGAError):
+    """An artifact cannot be read or applied; the message names the file and the problem."""
+
+
+class ArtifactLMMismatch(UserWarning):
+    """The artifact was compiled for another LM; prompts and thresholds may not transfer well."""
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for name in ("ppoga-dspy", "dspy", "optuna", "pyoxigraph"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def _program_state(program) -> dict[str, Any]:
+    state = program.dump_state()
+    for entry in state.values():
+        if isinstance(entry, dict):
+            entry["lm"] = None  # role LMs are configured at run time, never baked into the file
+    return state
+
+
+@dataclass
+class Artifact:
+    program_state: dict[str, Any]
+    thresholds: dict[str, Any]
+    lm: str = ""
+    dataset: str | None = None
+    split: str | None = None
+    optimizer: str | None = None
+    scores: dict[str, Any] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=versions)
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    schema: str = SCHEMA
+
+    @classmethod
+    def from_program(cls, program, *, lm: str, **provenance: Any) -> Artifact:
+        return cls(program_state=_program_state(program), thresholds=program.thresholds.to_dict(), lm=lm,
+                   **provenance)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "created": self.created,
+            "lm": self.lm,
+            "dataset": self.dataset,
+            "split": self.split,
+            "optimizer": self.optimizer,
+            "scores": self.scores,
+            "tuning": self.tuning,
+            "thresholds": self.thresholds,
+            "versions": self.versions,
+            "program": self.program_state,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically (temp file, then rename) so a crash never leaves half an artifact."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(path.suffix + ".tmp")
+        temporary.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        temporary.replace(path)
+        return path
+
+    def apply(self, program, *, lm_description: str | None = None) -> None:
+        """Restore prompts, demos and thresholds into `program`; all or nothing."""
+        from ppoga_dspy.thresholds import Thresholds
+
+        if lm_description and self.lm and lm_description != self.lm:
+            warnings.warn(
+                f"this artifact was compiled for {self.lm}, not {lm_description}; its prompts and thresholds are "
+                "used as they are (compile again for this LM to adapt them)",
+                ArtifactLMMismatch,
+                stacklevel=2,
+            )
+        try:
+            thresholds = Thresholds.from_dict(self.thresholds)
+            program.load_state(self.program_state)  # DSPy rehearses on a deep copy before touching the program
+        except Exception as exc:
+            raise ArtifactError(f"the artifact does not fit this program ({type(exc).__name__}: {exc}); "
+                                f"it may come from another ppoga-dspy version ({self.versions.get('ppoga-dspy')})"
+                                ) from exc
+        program.thresholds = thresholds
+
+
+def load_artifact(path: str | Path) -> Artifact:
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError(f"no artifact at {path}; `ppoga compile ... --out {path}` writes one")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{path} is not a readable JSON artifact: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else None
+        raise ArtifactError(f"{path} is not a ppoga-dspy artifact (schema {found!r}, expected {SCHEMA!r})")
+    missing = [k for k in ("program", "thresholds") if k not in data]
+    if missing:
+        raise ArtifactError(f"{path} lacks {', '.join(missing)}")
+    return Artifact(
+        program_state=data["program"],
+        thresholds=data["thresholds"],
+        lm=data.get("lm") or "",
+        dataset=data.get("dataset"),
+        split=data.get("split"),
+        optimizer=data.get("optimizer"),
+        scores=data.get("scores") or {},
+        tuning=data.get("tuning") or {},
+        versions=data.get("versions") or {},
+        created=data.get("created") or "",
+    )

@@ -1,0 +1,155 @@
+"""Compile PPoGA's prompts on a training split with a DSPy optimizer, scoring dev before and after.
+
+Every planner and executor predictor is a parameter of the program, so each optimizer tunes all
+eight: bootstrap (demos from successful runs of a teacher), random search over bootstrapped demo
+sets, MIPROv2 (instructions and demos), GEPA (instructions rewritten from textual feedback that
+names the stage that went wrong). The metric is lenient Hits@1.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from ppoga_dspy.errors import ConfigError
+from ppoga_dspy.evaluate import score_program
+from ppoga_dspy.metrics import dspy_metric
+from ppoga_dspy.optimizers.names import OPTIMIZERS
+
+log = logging.getLogger(__name__)
+
+
+
+@dataclass
+class CompileResult:
+    program: Any
+    optimizer: str
+    dev_before: dict[str, Any]
+    dev_after: dict[str, Any]
+    changed_predictors: list[str] = field(default_factory=list)
+
+    @property
+    def scores(self) -> dict[str, Any]:
+        keys = ("n", "hits@1", "hits@1_strict", "f1", "lm_calls_mean", "tokens_mean")
+        return {
+            "dev_before": {k: self.dev_before.get(k) for k in keys},
+            "dev_after": {k: self.dev_after.get(k) for k in keys},
+        }
+
+
+def stage_feedback(example: Any, prediction: Any) -> str:
+    """Feedback for GEPA's reflection: which stage went wrong, in words a prompt writer can act on."""
+    from ppoga_dspy.metrics import hits_at_1_lenient, normalize_lenient
+
+    gold = list(getattr(example, "answers", []) or [])
+    answers = list(getattr(prediction, "answers", []) or [])
+    if getattr(prediction, "status", "ok") != "ok":
+        return f"The run failed ({prediction.error_kind}): {prediction.error}."
+    if answers and hits_at_1_lenient(answers[0], gold):
+        return f"Correct: the answer {answers[0]!r} matches the gold answer."
+    memory = getattr(prediction, "memory", {}) or {}
+    cycles = memory.get("step_cycles", [])
+    walked = [relation for cycle in cycles for _, relation, _ in cycle.get("paths", [])]
+    gold_path = list((getattr(example, "metadata", {}) or {}).get("path") or [])
+    missing = [r for r in gold_path if r not in walked]
+    if gold_path and missing:
+        hop = gold_path.index(missing[0]) + 1
+        return (f"SelectRelations never chose the gold relation {missing[0]!r} (hop {hop}); the Executor followed "
+                f"{walked or 'nothing'}. Decompose should plan one step per hop and SelectRelations should pick the "
+                f"relation that matches the step.")
+    entities = (memory.get("knowledge", {}) or {}).get("entities", {}).values()
+    found = {normalize_lenient(e.get("label", "")) for e in entities}
+    reached = [g for g in gold if normalize_lenient(g) in found]
+    if reached:
+        return (f"The right entity {reached[0]!r} was found on the graph, but Answer wrote {answers[:3] or 'nothing'}. "
+                "Answer should copy the entity from the evidence that the question asks for.")
+    decisions = [c.get("decision") for c in cycles]
+    return (f"The gold answer {gold[:3]} was never reached; decisions were {decisions}, answer {answers[:3]}. "
+            "The plan or the entity choices led away from it.")
+
+
+def gepa_metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None, pred_trace: Any = None):
+    """GEPA's five-argument metric: the Hits@1 score with feedback naming the failing stage."""
+    return dspy.Prediction(score=dspy_metric(gold, pred), feedback=stage_feedback(gold, pred))
+
+
+def _with_lm(program: Any, lm: Any) -> Any:
+    """A copy whose roles all use `lm` (role LMs otherwise override the optimizer's teacher settings)."""
+    clone = program.deepcopy()
+    clone.role_lms = {"planner": lm, "executor": lm}
+    return clone
+
+
+def compile_program(
+    program: Any,
+    *,
+    trainset: list,
+    devset: list,
+    optimizer: str = "bootstrap",
+    teacher_lm: Any = None,
+    max_demos: int = 3,
+    num_candidates: int = 4,
+    threads: int = 1,
+    seed: int = 0,
+    budget: str = "light",
+) -> CompileResult:
+    """Compile `program` (its role LMs are the student's) on trainset; score devset before and after."""
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+    if not trainset:
+        raise ConfigError("the training split is empty: pass a larger dataset or another --split")
+    student_lm = program.role_lms.get("planner") or dspy.settings.lm
+    teacher = _with_lm(program, teacher_lm) if teacher_lm is not None else None
+    before = score_program(program, devset, threads=threads) if devset else {}
+    with dspy.context(lm=student_lm, max_errors=max(10, len(trainset))):
+        compiled = _run_optimizer(program, teacher, optimizer, trainset, devset, teacher_lm or student_lm,
+                                  max_demos=max_demos, num_candidates=num_candidates, threads=threads, seed=seed,
+                                  budget=budget)
+    compiled.role_lms = dict(program.role_lms)  # optimizers rebuild copies; the roles stay as configured
+    compiled.thresholds = program.thresholds
+    after = score_program(compiled, devset, threads=threads) if devset else {}
+    changed = changed_predictors(program, compiled)
+    return CompileResult(program=compiled, optimizer=optimizer, dev_before=before, dev_after=after,
+                         changed_predictors=changed)
+
+
+def _run_optimizer(program, teacher, optimizer, trainset, devset, prompt_lm, *, max_demos, num_candidates, threads,
+                   seed, budget):
+    if optimizer == "bootstrap":
+        tp = dspy.BootstrapFewShot(metric=dspy_metric, max_bootstrapped_demos=max_demos, max_labeled_demos=0,
+                                   max_errors=len(trainset) + 1)
+        return tp.compile(program, teacher=teacher, trainset=trainset)
+    if optimizer == "random-search":
+        tp = dspy.BootstrapFewShotWithRandomSearch(
+            metric=dspy_metric, max_bootstrapped_demos=max_demos, max_labeled_demos=0,
+            num_candidate_programs=num_candidates, num_threads=threads, max_errors=len(trainset) + 1,
+        )
+        return tp.compile(program, teacher=teacher, trainset=trainset, valset=devset or None)
+    if optimizer == "mipro":
+        tp = dspy.MIPROv2(metric=dspy_metric, prompt_model=prompt_lm, task_model=program.role_lms.get("planner"),
+                          max_bootstrapped_demos=max_demos, max_labeled_demos=0, auto=budget, num_threads=threads,
+                          seed=seed, max_errors=len(trainset) + 1)
+        return tp.compile(program, trainset=trainset, teacher=teacher, valset=devset or None,
+                          requires_permission_to_run=False, minibatch=len(devset or trainset) > 35)
+    tp = dspy.GEPA(metric=gepa_metric, auto=budget, reflection_lm=prompt_lm, num_threads=threads, seed=seed,
+                   track_stats=False)
+    return tp.compile(program, trainset=trainset, valset=devset or None)
+
+
+def changed_predictors(before: Any, after: Any) -> list[str]:
+    """Names of predictors whose instructions or demos differ between two programs."""
+    old = dict(before.named_predictors())
+    changed = []
+    for name, predictor in after.named_predictors():
+        previous = old.get(name)
+        if previous is None:
+            changed.append(name)
+            continue
+        if predictor.signature.instructions != previous.signature.instructions or len(predictor.demos) != len(
+            previous.demos
+        ) or [dict(d) for d in predictor.demos] != [dict(d) for d in previous.demos]:
+            changed.append(name)
+    return changed

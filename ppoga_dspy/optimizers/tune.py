@@ -1,0 +1,132 @@
+"""Tune `Thresholds` with Optuna: Hits@1 up, LM calls per question down, prompts frozen.
+
+Each trial builds the thresholds from `trial.suggest_*`, runs the (compiled) program on the tuning
+examples and reports (Hits@1, mean LM calls). The study lives in an Optuna storage (SQLite by
+default; an RDB URL lets several workers on several machines share one study) and resumes: a
+second call with the same storage and study name runs only the trials still missing. The chosen
+point is the most accurate Pareto-optimal trial, the cheaper one on ties.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ppoga_dspy.errors import ConfigError
+from ppoga_dspy.evaluate import score_program
+from ppoga_dspy.thresholds import Thresholds
+
+log = logging.getLogger(__name__)
+
+OBJECTIVES = ("hits@1", "lm_calls_mean")
+
+
+def suggest_thresholds(trial: Any, base: Thresholds) -> Thresholds:
+    """The search space: every knob that trades accuracy against LM calls, within its safe bounds."""
+    return base.model_copy(update={
+        "max_path_corrections": trial.suggest_int("max_path_corrections", 0, 3),
+        "max_replans": trial.suggest_int("max_replans", 0, 3),
+        "prune_threshold": trial.suggest_int("prune_threshold", 10, 200, log=True),
+        "relations_per_step": trial.suggest_int("relations_per_step", 1, 4),
+        "entities_per_step": trial.suggest_int("entities_per_step", 1, 6),
+        "relation_candidates": trial.suggest_int("relation_candidates", 5, 50, log=True),
+        "max_depth": trial.suggest_int("max_depth", 2, 5),
+        "use_prediction": trial.suggest_categorical("use_prediction", [True, False]),
+    })
+
+
+@dataclass
+class TuneResult:
+    study: Any
+    best: Thresholds
+    best_values: tuple[float, float]
+    pareto: list[dict[str, Any]]
+    trials_run: int
+    images: list[Path]
+
+
+def default_storage(out: Path) -> str:
+    return f"sqlite:///{out.with_suffix('.optuna.db').resolve()}"
+
+
+def tune_thresholds(
+    program: Any,
+    examples: list,
+    *,
+    trials: int,
+    storage: str,
+    study_name: str = "ppoga-thresholds",
+    seed: int = 0,
+    threads: int = 1,
+) -> TuneResult:
+    """Run (or resume) the study until it holds `trials` finished trials; return the chosen thresholds."""
+    import optuna
+
+    if not examples:
+        raise ConfigError("no examples to tune on: pass a dataset/split with questions")
+    sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, trials)))
+    study = optuna.create_study(
+        study_name=study_name, storage=storage, directions=["maximize", "minimize"], sampler=sampler,
+        load_if_exists=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # set_metric_names is marked experimental
+        study.set_metric_names(list(OBJECTIVES))
+    base = program.thresholds
+    done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+    remaining = max(0, trials - done)
+
+    def objective(trial: Any) -> tuple[float, float]:
+        candidate = program.deepcopy()
+        candidate.thresholds = suggest_thresholds(trial, base)
+        summary = score_program(candidate, examples, threads=threads)
+        trial.set_user_attr("summary", {k: summary[k] for k in ("n", "hits@1", "hits@1_strict", "f1",
+                                                                 "lm_calls_mean", "tokens_mean", "failed")})
+        return summary["hits@1"], summary["lm_calls_mean"]
+
+    if remaining:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study.optimize(objective, n_trials=remaining)
+    pareto = sorted(study.best_trials, key=lambda t: (-t.values[0], t.values[1], t.number))
+    chosen = pareto[0]
+    best = base.model_copy(update=chosen.params)
+    front = [{"trial": t.number, "hits@1": t.values[0], "lm_calls_mean": t.values[1], "params": t.params}
+             for t in pareto]
+    return TuneResult(study=study, best=Thresholds.model_validate(best.model_dump()),
+                      best_values=(chosen.values[0], chosen.values[1]), pareto=front, trials_run=remaining, images=[])
+
+
+def save_plots(study: Any, out: Path) -> list[Path]:
+    """Pareto front and parameter importances (Optuna's own matplotlib plots) as PNGs beside `out`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna
+    from optuna.visualization import matplotlib as ovm
+
+    images: list[Path] = []
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna marks its matplotlib backend experimental
+        plots = {
+            "pareto": lambda: ovm.plot_pareto_front(study, target_names=list(OBJECTIVES)),
+            "importance": lambda: ovm.plot_param_importances(study, target=lambda t: t.values[0],
+                                                             target_name="hits@1"),
+        }
+        for name, make in plots.items():
+            path = out.with_name(f"{out.stem}.{name}.png")
+            try:
+                axes = make()
+            except (ValueError, RuntimeError) as exc:  # too few trials, or no variance to rank importances
+                log.warning("no %s plot: %s", name, exc)
+                continue
+            figure = axes.figure if hasattr(axes, "figure") else axes.flat[0].figure
+            figure.tight_layout()
+            figure.savefig(path, dpi=110)
+            plt.close(figure)
+            images.append(path)
+    return images

@@ -1,0 +1,104 @@
+"""The Planner: holds the planner predictors and turns their replies into validated values.
+
+Each method calls one predictor through `QuestionRun.call` and always returns something usable:
+when the reply is malformed or empty the method falls back to a safe default (a one-step plan, an
+empty prediction, a decision derived from the observation) and the trace says so. The step loop
+itself lives in `program.py`.
+"""
+
+from __future__ import annotations
+
+import dspy
+
+from ppoga_dspy.memory import PlanStepState
+from ppoga_dspy.run import QuestionRun
+from ppoga_dspy.signatures import Answer, Decompose, Evaluate, PredictOutcome, Replan, Think
+
+DECISIONS = ("proceed", "correct_path", "replan", "finish")
+
+
+def _steps(raw: object, limit: int) -> list[PlanStepState]:
+    steps: list[PlanStepState] = []
+    for item in raw or []:
+        objective = getattr(item, "objective", None) if not isinstance(item, dict) else item.get("objective")
+        expected = item.get("expected_outcome") if isinstance(item, dict) else getattr(item, "expected_outcome", "")
+        if isinstance(item, str):
+            objective, expected = item, ""
+        if objective and str(objective).strip():
+            steps.append(PlanStepState(objective=str(objective).strip(), expected_outcome=str(expected or "").strip()))
+    return steps[:limit]
+
+
+class Planner(dspy.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.decompose = dspy.Predict(Decompose)
+        self.predict_outcome = dspy.Predict(PredictOutcome)
+        self.think = dspy.Predict(Think)
+        self.evaluate = dspy.Predict(Evaluate)
+        self.replan = dspy.Predict(Replan)
+        self.answer = dspy.Predict(Answer)
+
+    def forward(self, **kwargs):  # pragma: no cover - the program calls the methods below
+        raise NotImplementedError("Planner is driven by PPoGA")
+
+    def make_plan(self, run: QuestionRun, question: str, topics: list[str]) -> list[PlanStepState]:
+        prediction = run.call("decompose", "planner", self.decompose, question=question, topic_entities=topics)
+        steps = _steps(getattr(prediction, "steps", None), run.thresholds.max_depth)
+        if not steps:
+            run.note("decompose.fallback", reason="no usable plan; using a single step")
+            steps = [PlanStepState(objective=f"Find the answer to: {question}")]
+        return steps
+
+    def make_new_plan(
+        self, run: QuestionRun, question: str, topics: list[str], failed_plan: str
+    ) -> list[PlanStepState]:
+        knowledge = run.memory.knowledge.summary()
+        prediction = run.call(
+            "replan", "planner", self.replan,
+            question=question, topic_entities=topics, failed_plan=failed_plan, knowledge=knowledge,
+        )
+        steps = _steps(getattr(prediction, "new_steps", None), run.thresholds.max_depth)
+        if not steps:
+            run.note("replan.fallback", reason="no usable new plan; retrying the question as one step")
+            steps = [PlanStepState(objective=f"Find the answer to: {question}")]
+        return steps
+
+    def predict(self, run: QuestionRun, question: str, objective: str) -> str:
+        prediction = run.call(
+            "predict", "planner", self.predict_outcome,
+            question=question, step=objective, knowledge=run.memory.knowledge.summary(),
+        )
+        return str(getattr(prediction, "prediction", "") or "")
+
+    def reflect(self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str):
+        result = run.call(
+            "think", "planner", self.think,
+            question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
+        )
+        return str(getattr(result, "reflection", "") or ""), str(getattr(result, "missing", "") or "")
+
+    def decide(
+        self, run: QuestionRun, question: str, plan: str, objective: str, observation: str, reflection: str,
+        found_something: bool,
+    ) -> tuple[str, str]:
+        result = run.call(
+            "evaluate", "planner", self.evaluate,
+            question=question, plan=plan, step=objective, observation=observation, reflection=reflection,
+        )
+        decision = str(getattr(result, "decision", "") or "").strip().lower()
+        if decision not in DECISIONS:
+            decision = "proceed" if found_something else "correct_path"
+            run.note("evaluate.fallback", decision=decision)
+            return decision, "fallback: the model's decision was unusable"
+        return decision, str(getattr(result, "reason", "") or "")
+
+    def write_answer(self, run: QuestionRun, question: str, evidence: list[str]) -> tuple[list[str], str] | None:
+        result = run.call("answer", "planner", self.answer, question=question, evidence=evidence)
+        if result is None:
+            return None
+        answers = getattr(result, "answers", None)
+        if isinstance(answers, str):
+            answers = [answers]
+        answers = [str(a).strip() for a in (answers or []) if str(a).strip()]
+        return answers, str(getattr(result, "reasoning", "") or "")

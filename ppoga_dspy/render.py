@@ -1,0 +1,65 @@
+"""Readable rendering of one answered question: the plan, each step cycle, corrections and cost.
+
+A researcher reading `ppoga ask` output should see the method at work: what was planned, what each
+step predicted and then observed, what the Planner thought and decided, where it corrected itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_DECISION_STYLE = {"proceed": "green", "finish": "bold green", "correct_path": "yellow", "replan": "magenta"}
+
+
+def render_prediction(console, result: dict[str, Any]) -> None:
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    memory = result.get("memory") or {}
+    strategic = memory.get("strategic") or {}
+    console.print(Panel(Text(result["question"], style="bold"), title="question", subtitle=f"{result['kg']}"))
+    topics = ", ".join(f"{t['label']} ({t['id']})" for t in strategic.get("topic_entities", [])) or "(none linked)"
+    console.print(f"[bold]Topic entities:[/] {topics}")
+    for number, plan in enumerate(strategic.get("archived_plans", []), 1):
+        console.print(f"[magenta]Plan {number} (abandoned):[/] " + " | ".join(s["objective"] for s in plan))
+    plan = strategic.get("plan", [])
+    console.print("[bold]Plan:[/] " + (" | ".join(f"{s['objective']} [{s['status']}]" for s in plan) or "(none)"))
+    for cycle in memory.get("step_cycles", []):
+        style = _DECISION_STYLE.get(cycle["decision"], "white")
+        body = Text()
+        if cycle.get("prediction"):
+            body.append("predicted: ", style="cyan")
+            body.append(cycle["prediction"] + "\n")
+        body.append("observed:  ", style="cyan")
+        body.append(cycle["observation"] + "\n")
+        if cycle.get("thought"):
+            body.append("thought:   ", style="cyan")
+            body.append(cycle["thought"] + "\n")
+        body.append("decision:  ", style="cyan")
+        body.append(f"{cycle['decision']}", style=style)
+        if cycle.get("reason"):
+            body.append(f" ({cycle['reason']})")
+        title = f"step {cycle['index'] + 1}, attempt {cycle['attempt'] + 1}: {cycle['objective']}"
+        console.print(Panel(body, title=title, title_align="left", border_style=style))
+    notes = [e for e in result.get("trace", []) if e["stage"] in
+             ("path_correction", "plan_correction", "decision_changed", "max_steps") or e["stage"].endswith("fallback")]
+    for note in notes:
+        console.print(f"[yellow]{note['stage']}[/]: {note.get('outputs')}")
+    if result.get("status") != "ok":
+        console.print(f"[bold red]failed ({result.get('error_kind')}):[/] {result.get('error')}")
+    answer = ", ".join(result.get("answers") or []) or "(no answer)"
+    console.print(Panel(Text(answer, style="bold green"), title="answer"))
+    if result.get("reasoning"):
+        console.print(f"[bold]Reasoning:[/] {result['reasoning']}")
+    costs = result.get("costs") or {}
+    table = Table(title=f"cost ({result.get('lm')})", show_header=True)
+    for column in ("LM calls", "prompt tokens", "completion tokens", "KG queries", "seconds"):
+        table.add_column(column, justify="right")
+    table.add_row(str(costs.get("lm_calls", 0)), str(costs.get("prompt_tokens", 0)),
+                  str(costs.get("completion_tokens", 0)), str(costs.get("kg_queries", 0)),
+                  f"{costs.get('seconds', 0):.1f}")
+    console.print(table)
+    by_stage = costs.get("lm_calls_by_stage") or {}
+    if by_stage:
+        console.print("calls by stage: " + ", ".join(f"{k} {v}" for k, v in by_stage.items()))

@@ -1,0 +1,88 @@
+"""The state of one question's run, and the one place predictors are called.
+
+`PPoGA` is shared by every thread of an evaluation, so nothing per-question lives on the module:
+it lives here, in a `QuestionRun` handed down to the Planner and Executor. `QuestionRun.call` is
+the only caller of predictors: it binds the role's LM, counts calls and tokens, records the stage in
+the trace, and turns a malformed reply into a recorded failure (`None`) so one bad reply degrades
+one step. An LM that cannot be reached at all is not a bad reply: it raises `LMCallError`, which
+fails the question with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from ppoga_dspy.costs import Costs
+from ppoga_dspy.errors import PPoGAError
+from ppoga_dspy.memory import Memory, TraceEvent
+from ppoga_dspy.thresholds import Thresholds
+
+
+class LMCallError(PPoGAError):
+    """The language model could not be called (server down, bad key, quota); check the LM settings."""
+
+
+def jsonable(value: Any) -> Any:
+    """Trace values as plain JSON: pydantic models dumped, unknown objects as text."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [jsonable(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump()
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return str(value)
+
+
+@dataclass
+class QuestionRun:
+    """Everything one question's run owns: memory and trace, costs, limits, KG tools, role LMs."""
+
+    memory: Memory
+    thresholds: Thresholds
+    tools: Any  # ppoga_dspy.tools.KGTools (kept untyped here to avoid an import cycle)
+    role_lms: dict[str, Any] = field(default_factory=dict)
+    costs: Costs = field(default_factory=Costs)
+
+    def call(self, stage: str, role: str, predictor: Any, **inputs: Any) -> Any | None:
+        """Run one predictor; the prediction, or None when the model's reply could not be used."""
+        import dspy
+        from dspy.utils.exceptions import AdapterParseError
+
+        event = TraceEvent(stage=stage, inputs=jsonable(inputs))
+        lm = self.role_lms.get(role)
+        started = time.perf_counter()
+        prediction = None
+        with dspy.context(lm=lm) if lm is not None else nullcontext(), dspy.track_usage() as tracker:
+            try:
+                prediction = predictor(**inputs)
+            except (AdapterParseError, ValueError) as exc:
+                event.error = f"{type(exc).__name__}: {_first_line(exc)}"
+            except Exception as exc:  # the LM itself failed: not a bad reply, the question cannot go on
+                event.error = f"{type(exc).__name__}: {_first_line(exc)}"
+                raise LMCallError(f"the {role} LM failed during {stage}: {_first_line(exc)}") from exc
+            finally:
+                entries = [entry for entries in tracker.usage_data.values() for entry in entries]
+                self.costs.add_lm(stage, role, entries)
+                event.seconds = round(time.perf_counter() - started, 4)
+                if prediction is not None:
+                    event.outputs = jsonable(dict(prediction.items()))
+                self.memory.record(event)
+        return prediction
+
+    def note(self, stage: str, **outputs: Any) -> None:
+        """Record a decision or correction that is not an LM call."""
+        self.memory.record(TraceEvent(stage=stage, outputs=jsonable(outputs)))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

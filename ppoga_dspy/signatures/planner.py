@@ -1,0 +1,108 @@
+"""Planner signatures: what each of the Planner's LLM calls asks and returns.
+
+Each docstring is the instruction the model sees (optimizers rewrite it); field names are save keys
+of compiled artifacts, so rename or reorder only with an artifact schema bump. Every signature has a
+distinct set of output field names, which lets scripted test engines tell them apart.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from pydantic import BaseModel, Field
+
+
+class PlanStep(BaseModel):
+    """One step of a plan: what to find on the graph, and what the finder expects to get."""
+
+    objective: str = Field(description="what this step must find, e.g. 'find the director of the film'")
+    expected_outcome: str = Field(default="", description="the kind of entity expected, e.g. 'a person'")
+
+
+Decision = Literal["proceed", "correct_path", "replan", "finish"]
+
+
+class Decompose(dspy.Signature):
+    """Break the question into a short plan for answering it from a knowledge graph.
+
+    Start from the topic entities. Each step should move one relation away from what the previous
+    step found (one hop), so a question about "the spouse of the director of X" needs two steps:
+    find the director of X, then find that person's spouse. Use as few steps as the question needs.
+    """
+
+    question: str = dspy.InputField()
+    topic_entities: list[str] = dspy.InputField(desc="names of the entities the question is about")
+    steps: list[PlanStep] = dspy.OutputField(desc="ordered steps, usually 1 to 3")
+
+
+class PredictOutcome(dspy.Signature):
+    """Before acting on the graph, predict what this step will find.
+
+    Name the kind of relation to follow and the kind of entity expected (and a guess of the entity
+    itself if you know it). The prediction is later compared with what the graph really returns.
+    """
+
+    question: str = dspy.InputField()
+    step: str = dspy.InputField(desc="the objective of the current step")
+    knowledge: str = dspy.InputField(desc="facts gathered so far")
+    prediction: str = dspy.OutputField(desc="the expected relation, entity type and, if known, entity")
+
+
+class Think(dspy.Signature):
+    """Compare what was predicted for this step with what the graph returned.
+
+    Say whether the observation meets the step's objective, what differs from the prediction, and
+    what is still missing to answer the question.
+    """
+
+    question: str = dspy.InputField()
+    step: str = dspy.InputField(desc="the objective of the current step")
+    prediction: str = dspy.InputField(desc="what was expected before acting")
+    observation: str = dspy.InputField(desc="the facts the graph returned for this step")
+    reflection: str = dspy.OutputField(desc="does the observation meet the objective, and how it differs")
+    missing: str = dspy.OutputField(desc="what is still missing to answer the question, or 'nothing'")
+
+
+class Evaluate(dspy.Signature):
+    """Decide what to do next after a step.
+
+    proceed: the step's objective is met and more steps remain.
+    correct_path: the step failed (wrong or empty facts) but the plan is sound; retry it on another path.
+    replan: the plan itself is wrong or keeps failing; make a new plan.
+    finish: the facts gathered are enough to answer the question now.
+    """
+
+    question: str = dspy.InputField()
+    plan: str = dspy.InputField(desc="the plan, with the status of each step")
+    step: str = dspy.InputField(desc="the objective of the current step")
+    observation: str = dspy.InputField(desc="the facts the graph returned for this step")
+    reflection: str = dspy.InputField(desc="the reflection on this step")
+    decision: Decision = dspy.OutputField()
+    reason: str = dspy.OutputField(desc="one sentence justifying the decision")
+
+
+class Replan(dspy.Signature):
+    """The previous plan failed. Write a new plan for the question using what was learned.
+
+    Avoid the relations and paths that failed; use the facts already gathered; keep steps one hop each.
+    """
+
+    question: str = dspy.InputField()
+    topic_entities: list[str] = dspy.InputField(desc="names of the entities the question is about")
+    failed_plan: str = dspy.InputField(desc="the plan that failed, with the status of each step")
+    knowledge: str = dspy.InputField(desc="facts gathered so far and the paths that failed")
+    new_steps: list[PlanStep] = dspy.OutputField(desc="ordered steps of the new plan")
+
+
+class Answer(dspy.Signature):
+    """Answer the question from the evidence gathered on the knowledge graph.
+
+    Give the answer entities exactly as they are named in the evidence, best first. If the evidence
+    does not contain the answer, give your best answer and say so in the reasoning.
+    """
+
+    question: str = dspy.InputField()
+    evidence: list[str] = dspy.InputField(desc="facts from the graph as (head, relation, tail)")
+    answers: list[str] = dspy.OutputField(desc="answer entity names, best first")
+    reasoning: str = dspy.OutputField(desc="the chain of facts that leads to the answer")

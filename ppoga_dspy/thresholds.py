@@ -1,0 +1,43 @@
+"""Every number and switch that shapes a PPoGA run, in one validated, serialisable place.
+
+Thresholds are saved with compiled prompts (one artifact per LLM backend) and tuned by Optuna, so
+nothing in the program may hard-code a limit: add it here with a default from the paper (or, when
+the paper is silent, from PoG) and a bound that keeps every loop finite.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Thresholds(BaseModel):
+    """Limits and ablation switches of the step cycle.
+
+    Loops are bounded three ways: `max_steps` caps every step cycle of a question (retries and
+    replanned steps included), `max_path_corrections` caps retries of one step, `max_replans` caps
+    plan corrections, and `max_depth` caps how many steps one plan may have.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    max_steps: int = Field(12, ge=1, le=100, description="step cycles per question, retries included")
+    max_path_corrections: int = Field(2, ge=0, le=10, description="retries of one step avoiding failed paths")
+    max_replans: int = Field(2, ge=0, le=10, description="plan corrections per question")
+    max_depth: int = Field(4, ge=1, le=10, description="steps one plan may hold (hops from the topic entity)")
+    prune_threshold: int = Field(70, ge=1, le=10_000, description="candidates kept by embedding pruning (paper: 70)")
+    relations_per_step: int = Field(3, ge=1, le=20, description="relations the Executor may follow per step")
+    entities_per_step: int = Field(3, ge=1, le=50, description="entities kept as the next frontier per step")
+    relation_candidates: int = Field(25, ge=1, le=500, description="relations shown to the model, best-ranked first")
+    neighbor_limit: int = Field(500, ge=1, le=100_000, description="neighbours fetched per (entity, relation)")
+    frontier_limit: int = Field(3, ge=1, le=50, description="frontier entities whose relations are explored per step")
+    evidence_limit: int = Field(40, ge=1, le=1000, description="triples shown to the Answer stage")
+    use_prediction: bool = Field(True, description="ablation: predict each step's outcome before acting")
+    use_path_correction: bool = Field(True, description="ablation: retry a failed step avoiding failed paths")
+    use_plan_correction: bool = Field(True, description="ablation: replan after repeated failures")
+
+    def to_dict(self) -> dict:
+        return self.model_dump()
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Thresholds:
+        return cls.model_validate(data or {})

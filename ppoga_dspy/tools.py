@@ -1,0 +1,80 @@
+"""The KG operations as `dspy.Tool` objects, metered and traced for one question.
+
+The Executor acts on the graph only through these tools, so every KG query of a question is
+counted in its costs and appears in its trace; the same tools can be handed to a tool-calling
+module (e.g. `dspy.ReAct`) unchanged. Invalid identifiers and query errors surface as `KGError`;
+the Executor decides whether that degrades a step or fails the question.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ppoga_dspy.kg.base import Direction, Entity, KnowledgeGraph, Relation
+from ppoga_dspy.memory import TraceEvent
+
+if TYPE_CHECKING:
+    from ppoga_dspy.costs import Costs
+    from ppoga_dspy.memory import Memory
+
+
+class KGTools:
+    """One question's view of a KnowledgeGraph: the four tools, with counting and tracing."""
+
+    def __init__(self, kg: KnowledgeGraph, costs: Costs, memory: Memory) -> None:
+        self.kg = kg
+        self._costs = costs
+        self._memory = memory
+        self.tools = self._make_tools()
+
+    def _make_tools(self) -> dict[str, Any]:
+        import dspy
+
+        def get_relations(entity: str, direction: str = "out") -> list[dict]:
+            """List the relations of an entity id, outgoing ("out") or incoming ("in")."""
+            return [r.to_dict() for r in self.relations(entity, Direction(direction))]
+
+        def get_neighbors(entity: str, relation: str, direction: str = "out", limit: int = 100) -> list[dict]:
+            """List the entities reached from an entity id through a relation, in a direction."""
+            return [e.to_dict() for e in self.neighbors(entity, relation, Direction(direction), limit)]
+
+        def get_labels(entities: list[str]) -> dict[str, str]:
+            """Give the readable names of entity ids."""
+            return self.labels(entities)
+
+        def find_entities(text: str, limit: int = 10) -> list[dict]:
+            """Find entities whose name matches a text."""
+            return [e.to_dict() for e in self.find(text, limit)]
+
+        return {fn.__name__: dspy.Tool(fn) for fn in (get_relations, get_neighbors, get_labels, find_entities)}
+
+    def _metered(self, op: str, args: dict[str, Any], fn):
+        started = time.perf_counter()
+        event = TraceEvent(stage=f"kg.{op}", inputs=args)
+        try:
+            result = fn()
+        except Exception as exc:
+            event.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            self._costs.add_kg(elapsed)
+            event.seconds = round(elapsed, 4)
+            self._memory.record(event)
+        event.outputs = {"count": len(result)}
+        return result
+
+    def relations(self, entity: str, direction: Direction) -> list[Relation]:
+        return self._metered("relations", {"entity": entity, "direction": direction.value},
+                             lambda: self.kg.relations(entity, direction))
+
+    def neighbors(self, entity: str, relation: str, direction: Direction, limit: int) -> list[Entity]:
+        args = {"entity": entity, "relation": relation, "direction": direction.value, "limit": limit}
+        return self._metered("neighbors", args, lambda: self.kg.neighbors(entity, relation, direction, limit))
+
+    def labels(self, entities: list[str]) -> dict[str, str]:
+        return self._metered("labels", {"entities": entities[:20]}, lambda: self.kg.labels(entities))
+
+    def find(self, text: str, limit: int = 10) -> list[Entity]:
+        return self._metered("find_entities", {"text": text}, lambda: self.kg.find_entities(text, limit))
