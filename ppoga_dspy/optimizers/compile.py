@@ -95,6 +95,7 @@ def compile_program(
     threads: int = 1,
     seed: int = 0,
     budget: str = "light",
+    max_metric_calls: int | None = None,
 ) -> CompileResult:
     """Compile `program` (its role LMs are the student's) on trainset; score devset before and after."""
     if optimizer not in OPTIMIZERS:
@@ -107,7 +108,7 @@ def compile_program(
     with dspy.context(lm=student_lm, max_errors=max(10, len(trainset))):
         compiled = _run_optimizer(program, teacher, optimizer, trainset, devset, teacher_lm or student_lm,
                                   max_demos=max_demos, num_candidates=num_candidates, threads=threads, seed=seed,
-                                  budget=budget)
+                                  budget=budget, max_metric_calls=max_metric_calls)
     compiled.role_lms = dict(program.role_lms)  # optimizers rebuild copies; the roles stay as configured
     compiled.thresholds = program.thresholds
     after = score_program(compiled, devset, threads=threads) if devset else {}
@@ -117,7 +118,7 @@ def compile_program(
 
 
 def _run_optimizer(program, teacher, optimizer, trainset, devset, prompt_lm, *, max_demos, num_candidates, threads,
-                   seed, budget):
+                   seed, budget, max_metric_calls):
     if optimizer == "bootstrap":
         tp = dspy.BootstrapFewShot(metric=dspy_metric, max_bootstrapped_demos=max_demos, max_labeled_demos=0,
                                    max_errors=len(trainset) + 1)
@@ -134,8 +135,9 @@ def _run_optimizer(program, teacher, optimizer, trainset, devset, prompt_lm, *, 
                           seed=seed, max_errors=len(trainset) + 1)
         return tp.compile(program, trainset=trainset, teacher=teacher, valset=devset or None,
                           requires_permission_to_run=False, minibatch=len(devset or trainset) > 35)
-    tp = dspy.GEPA(metric=gepa_metric, auto=budget, reflection_lm=prompt_lm, num_threads=threads, seed=seed,
-                   track_stats=False)
+    limit = {"max_metric_calls": max_metric_calls} if max_metric_calls else {"auto": budget}
+    tp = dspy.GEPA(metric=gepa_metric, reflection_lm=prompt_lm, num_threads=threads, seed=seed, track_stats=False,
+                   **limit)
     return tp.compile(program, trainset=trainset, valset=devset or None)
 
 

@@ -38,6 +38,10 @@ def suggest_thresholds(trial: Any, base: Thresholds) -> Thresholds:
     })
 
 
+SEARCHED = ("max_path_corrections", "max_replans", "prune_threshold", "relations_per_step", "entities_per_step",
+            "relation_candidates", "max_depth", "use_prediction")
+
+
 @dataclass
 class TuneResult:
     study: Any
@@ -76,6 +80,8 @@ def tune_thresholds(
         warnings.simplefilter("ignore")  # set_metric_names is marked experimental
         study.set_metric_names(list(OBJECTIVES))
     base = program.thresholds
+    if not study.trials:  # the starting point is always measured, so the front shows what tuning bought
+        study.enqueue_trial({name: getattr(base, name) for name in SEARCHED})
     done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
     remaining = max(0, trials - done)
 

@@ -109,7 +109,7 @@ def test_cli_eval_ctrl_c_then_resume_then_report(tmp_path):
     questions = shared_data("wc2014", "WC-P1.txt")
     out = tmp_path / "cli.jsonl"
     spec = f"wc2014:{questions}"
-    common = ["eval", "--dataset", spec, "--limit", "300", "--lm", "oracle/gold-path", "--out", str(out),
+    common = ["eval", "--dataset", spec, "--limit", "120", "--lm", "oracle/gold-path", "--out", str(out),
               "--no-progress", "--json"]
     process = _cli(*common)
     deadline = time.time() + 240
@@ -125,10 +125,12 @@ def test_cli_eval_ctrl_c_then_resume_then_report(tmp_path):
     assert resumed.returncode == 0, stderr
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert SUMMARY_KEYS <= set(summary)
-    assert summary["n"] == 300 and summary["skipped"] == first
+    assert summary["n"] == 120 and summary["skipped"] == first
     assert 0.9 <= summary["hits@1"] <= 1.0
-    report = _cli("report", str(out), str(out), "--json")
+    other = tmp_path / "first-half.jsonl"
+    other.write_text("".join(out.read_text().splitlines(keepends=True)[:60]))
+    report = _cli("report", str(out), str(other), "--json")
     stdout, stderr = report.communicate(timeout=120)
     assert report.returncode == 0, stderr
     both = json.loads(stdout.strip().splitlines()[-1])
-    assert both[str(out)]["n"] == 300
+    assert both[str(out)]["n"] == 120 and both[str(other)]["n"] == 60

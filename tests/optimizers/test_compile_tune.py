@@ -39,12 +39,15 @@ def _demos(program):
     return {name: len(p.demos) for name, p in program.named_predictors()}
 
 
-def _needs_demos(examples):
+def _needs_demos(examples, engine_out=None, default=None):
     """A student that answers right only when its Answer prompt carries demos: what compiling fixes."""
     handlers = gold_path_handlers(golds_from_examples(examples))
     perfect = handlers["Answer"]
     handlers["Answer"] = lambda i: perfect(i) if i["_demos"] else {"answers": ["no idea"], "reasoning": "?"}
-    lm = scripted_lm(ScriptedEngine(handlers), "student")
+    engine = ScriptedEngine(handlers, default=default)
+    if engine_out is not None:
+        engine_out.append(engine)
+    lm = scripted_lm(engine, "student")
     return {"planner": lm, "executor": lm}
 
 
@@ -70,13 +73,15 @@ def test_bootstrap_optimizers_add_demos_and_score_dev(demo_kg, demo, optimizer):
 @pytest.mark.parametrize("optimizer", ["mipro", "gepa"])
 def test_mipro_and_gepa_smoke(demo_kg, demo, optimizer):
     train, dev = demo
-    program, engine = _program(demo_kg, train + dev, default=any_signature)
-    result = compile_program(program, trainset=train[:4], devset=dev[:2], optimizer=optimizer, max_demos=1)
-    assert result.dev_after["n"] == 2
-    assert engine.calls  # the run went through the engine, optimizer signatures included
-    if optimizer == "mipro":
-        assert any(name not in {"Decompose", "PredictOutcome", "Think", "Evaluate", "Replan", "Answer",
-                                "SelectRelations", "SelectEntities"} for name in engine.calls)
+    engines: list[ScriptedEngine] = []
+    program = PPoGA(demo_kg, role_lms=_needs_demos(train + dev, engines, default=any_signature))
+    result = compile_program(program, trainset=train[:4], devset=dev[:2], optimizer=optimizer, max_demos=1,
+                             max_metric_calls=16)
+    assert result.dev_before["n"] == result.dev_after["n"] == 2
+    own = {"Decompose", "PredictOutcome", "Think", "Evaluate", "Replan", "Answer", "SelectRelations",
+           "SelectEntities"}
+    foreign = [name for name in engines[0].calls if name not in own]
+    assert foreign, "the optimizer's own proposal/reflection signature reached the engine"
 
 
 def test_stage_feedback_names_the_stage(demo_kg, demo):
@@ -128,3 +133,29 @@ def test_bad_artifacts_are_refused_and_leave_the_program_alone(demo_kg, tmp_path
         artifact.apply(program)
     assert program.planner.decompose.signature.instructions == before
     assert program.thresholds == Thresholds()
+
+
+def test_tune_study_resumes_from_sqlite_and_writes_a_tuned_artifact(tmp_path):
+    from ppoga_dspy.cli import main
+
+    out = tmp_path / "tuned.json"
+    common = ["tune", "--dataset", "demo", "--split", "dev", "--lm", "oracle/gold-path", "--out", str(out), "--json"]
+    assert main([*common, "--trials", "4"]) == 0
+    storage = tmp_path / "tuned.optuna.db"
+    assert storage.exists()
+    assert main([*common, "--trials", "6"]) == 0  # resumes: only the 2 missing trials run
+    import optuna
+
+    study = optuna.load_study(study_name="ppoga-thresholds", storage=f"sqlite:///{storage}")
+    assert len(study.trials) == 6
+    baseline = study.trials[0]
+    assert baseline.params["use_prediction"] is True and baseline.params["prune_threshold"] == 70
+    artifact = load_artifact(out)
+    chosen = artifact.tuning["chosen"]
+    # the oracle answers every question whatever the thresholds, so the objective prefers fewer calls
+    assert chosen["hits@1"] >= baseline.values[0]
+    assert chosen["lm_calls_mean"] < baseline.values[1]
+    assert Thresholds.from_dict(artifact.thresholds) != Thresholds()
+    assert artifact.tuning["trials"] == 6 and artifact.tuning["pareto_front"]
+    for image in artifact.tuning["images"]:
+        assert image.endswith(".png") and (tmp_path / image.split("/")[-1]).stat().st_size > 1000

@@ -199,7 +199,7 @@ def test_kg_failure_is_a_clear_failure_of_the_question():
     from ppoga_dspy.kg import open_kg
 
     kg = open_kg("http://127.0.0.1:9/sparql", dialect="freebase", timeout=1.0, retries=1)
-    prediction, _ = run(kg, gold_path_handlers(GOLD))
+    prediction, _ = run(kg, gold_path_handlers(GOLD), topics={"m.0demo001": "Inception"})
     assert prediction.status == "failed"
     assert prediction.error_kind == "kg"
     assert "127.0.0.1:9" in prediction.error
