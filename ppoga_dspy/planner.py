@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dspy
 
+from ppoga_dspy.choices import same_name
 from ppoga_dspy.memory import PlanStepState
 from ppoga_dspy.run import QuestionRun
 from ppoga_dspy.signatures import Answer, Decompose, Evaluate, PredictOutcome, Replan, Think
@@ -101,4 +102,9 @@ class Planner(dspy.Module):
         if isinstance(answers, str):
             answers = [answers]
         answers = [str(a).strip() for a in (answers or []) if str(a).strip()]
+        if getattr(result, "_salvaged", False):  # a malformed reply counts only where it names a known entity
+            known = [e.label for e in run.memory.knowledge.entities.values()]
+            answers = [a for a in answers if any(same_name(a, k) for k in known)]
+            if not answers:
+                return None
         return answers, str(getattr(result, "reasoning", "") or "")

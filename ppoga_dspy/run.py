@@ -3,9 +3,10 @@
 `PPoGA` is shared by every thread of an evaluation, so nothing per-question lives on the module:
 it lives here, in a `QuestionRun` handed down to the Planner and Executor. `QuestionRun.call` is
 the only caller of predictors: it binds the role's LM, counts calls and tokens, records the stage in
-the trace, and turns a malformed reply into a recorded failure (`None`) so one bad reply degrades
-one step. An LM that cannot be reached at all is not a bad reply: it raises `LMCallError`, which
-fails the question with its reason.
+the trace, and turns a malformed reply into a salvaged prediction (content in the wrong shape,
+marked `_salvaged`) or a recorded failure (`None`), so one bad reply degrades one step. An LM
+that cannot be reached at all is not a bad reply: it raises `LMCallError`, which fails the
+question with its reason.
 """
 
 from __future__ import annotations
@@ -42,6 +43,19 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def adapter_for(lm: Any) -> Any | None:
+    """The adapter a role's LM needs, or None for DSPy's default (ChatAdapter, then JSONAdapter on failure).
+
+    An in-process model (`local/...`) gets ChatAdapter alone: re-asking it in JSON after a parse
+    failure costs a whole second generation and rarely helps a tiny model.
+    """
+    if lm is not None and str(getattr(lm, "model", "")).startswith("local/"):
+        from dspy.adapters.chat_adapter import ChatAdapter
+
+        return ChatAdapter(use_json_adapter_fallback=False)
+    return None
+
+
 @dataclass
 class QuestionRun:
     """Everything one question's run owns: memory and trace, costs, limits, KG tools, role LMs."""
@@ -59,12 +73,19 @@ class QuestionRun:
 
         event = TraceEvent(stage=stage, inputs=jsonable(inputs))
         lm = self.role_lms.get(role)
+        bound = {"lm": lm} if lm is not None else {}
+        adapter = adapter_for(lm)
+        if adapter is not None:
+            bound["adapter"] = adapter
         started = time.perf_counter()
         prediction = None
-        with dspy.context(lm=lm) if lm is not None else nullcontext(), dspy.track_usage() as tracker:
+        with dspy.context(**bound) if bound else nullcontext(), dspy.track_usage() as tracker:
             try:
                 prediction = predictor(**inputs)
-            except (AdapterParseError, ValueError) as exc:
+            except AdapterParseError as exc:
+                event.error = f"{type(exc).__name__}: {_first_line(exc)}"
+                prediction = _salvaged(exc, predictor)
+            except ValueError as exc:
                 event.error = f"{type(exc).__name__}: {_first_line(exc)}"
             except Exception as exc:  # the LM itself failed: not a bad reply, the question cannot go on
                 event.error = f"{type(exc).__name__}: {_first_line(exc)}"
@@ -75,12 +96,28 @@ class QuestionRun:
                 event.seconds = round(time.perf_counter() - started, 4)
                 if prediction is not None:
                     event.outputs = jsonable(dict(prediction.items()))
+                    if getattr(prediction, "_salvaged", False):
+                        event.outputs["_salvaged"] = True
                 self.memory.record(event)
         return prediction
 
     def note(self, stage: str, **outputs: Any) -> None:
         """Record a decision or correction that is not an LM call."""
         self.memory.record(TraceEvent(stage=stage, outputs=jsonable(outputs)))
+
+
+def _salvaged(exc: Any, predictor: Any) -> Any | None:
+    """A prediction read leniently from the unparseable reply (see `ppoga_dspy.salvage`), or None."""
+    import dspy
+
+    from ppoga_dspy.salvage import salvage
+
+    values = salvage(getattr(exc, "lm_response", ""), predictor.signature)
+    if values is None:
+        return None
+    prediction = dspy.Prediction(**values)
+    prediction._salvaged = True
+    return prediction
 
 
 def _first_line(exc: BaseException) -> str:

@@ -115,11 +115,11 @@ def role_lms_for(args: argparse.Namespace, *, examples: list | None = None, arti
 
         lm = scripted_lm(ScriptedEngine(gold_path_handlers(golds_from_examples(examples))), "oracle-gold-path")
         return {"planner": lm, "executor": lm}, ORACLE_LM
-    from ppoga_dspy.lm import build_role_lms, describe_lms, lm_settings_from_args
+    from ppoga_dspy.lm import build_role_lms, lm_settings_from_args, lm_spec_of
 
-    settings = lm_settings_from_args(args)
-    role_lms = build_role_lms(settings)
-    return role_lms, describe_lms(role_lms)
+    role_lms = build_role_lms(lm_settings_from_args(args))
+    planner, executor = lm_spec_of(role_lms["planner"]), lm_spec_of(role_lms["executor"])
+    return role_lms, planner if planner == executor else f"planner={planner} executor={executor}"
 
 
 def print_json(data: Any) -> None:

@@ -105,7 +105,7 @@ CATALOGUE: dict[str, EmbeddedModelInfo] = {
 
 #: What `local/embedded` (and "no LM configured") means; the measurements behind the choice are in
 #: the README's "Embedded model" section.
-DEFAULT_EMBEDDED_MODEL = "smollm2-135m"
+DEFAULT_EMBEDDED_MODEL = "gemma3-270m"
 
 
 def resolve_embedded_name(name: str | None) -> str:
@@ -260,8 +260,10 @@ _ADAPTER_REMINDER = re.compile(
     re.S,
 )
 _FIELD_HEADER = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
-# A field value ends where the model starts any next header (also the sloppy `[[##` spelling).
-_FIELD_STOPS = ("[[ ##", "[[##")
+# A field value ends where the model starts any next header (also the sloppy `[[##` spelling), or at
+# a blank line: the tiny models rarely stop by themselves, and a blank line inside one value is rare
+# (DSPy writes lists and objects as one-line JSON).
+_FIELD_STOPS = ("[[ ##", "[[##", "\n\n")
 
 
 def adapter_output_fields(chat: Sequence[dict[str, str]]) -> list[str]:
@@ -293,8 +295,10 @@ class _StopOnText:
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
-        new = input_ids[0, self.prompt_tokens :][-self.tail :]
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        generated = input_ids[0, self.prompt_tokens :]
+        text = self.tokenizer.decode(generated[-self.tail :], skip_special_tokens=True)
+        if len(generated) <= self.tail:  # leading whitespace is not a reply yet: "\n\n" there ends nothing
+            text = text.lstrip()
         hit = any(s in text for s in self.stops)
         return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
 
@@ -372,7 +376,7 @@ class EmbeddedEngine:
         tokenizer = load_embedded(self.name).tokenizer
         if self._uses_template(tokenizer):
             return tokenizer.apply_chat_template(list(chat), tokenize=False, add_generation_prompt=True)
-        return (tokenizer.bos_token or "") + render_transcript(chat) + " "
+        return (tokenizer.bos_token or "") + render_transcript(chat)
 
     def _raw(self, loaded: LoadedModel, text: str, budget: int, stops: Sequence[str], sampling: dict) -> _Raw:
         """Continue `text` for at most `budget` tokens; cut at the first stop sequence."""
@@ -396,7 +400,7 @@ class EmbeddedEngine:
             )
         new_tokens = output[0, start:]
         # Decode only the new tokens: the prompt is never echoed back.
-        decoded = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        decoded = tokenizer.decode(new_tokens, skip_special_tokens=True).lstrip()
         cut = min((i for i in (decoded.find(s) for s in stops) if i >= 0), default=-1)
         ended_on_eos = len(new_tokens) > 0 and int(new_tokens[-1]) in _eos_ids(model, tokenizer)
         return _Raw(decoded[:cut] if cut >= 0 else decoded, int(len(new_tokens)), cut >= 0 or ended_on_eos)
@@ -456,6 +460,8 @@ class EmbeddedEngine:
         """Write the ChatAdapter headers ourselves; the model fills in each field's value."""
         tokenizer = loaded.tokenizer
         reply, used = "", 0
+        if prompt.endswith(":"):  # an open "Assistant:" turn of a transcript: the reply starts after a space
+            prompt += " "
         for field in fields:
             header = f"[[ ## {field} ## ]]\n"
             used += len(tokenizer(header, add_special_tokens=False)["input_ids"])

@@ -23,8 +23,14 @@ from ppoga_dspy.lm.settings import LMSettings, load_lm_settings
 
 @pytest.mark.parametrize(
     "spec",
-    ["openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest", "hosted_vllm/Qwen/Qwen2.5-7B-Instruct",
-     "ollama_chat/llama3.1@http://127.0.0.1:11434/v1", "local/embedded", "local/gemma3-270m"],
+    [
+        "openai/gpt-4o-mini",
+        "anthropic/claude-3-5-haiku-latest",
+        "hosted_vllm/Qwen/Qwen2.5-7B-Instruct",
+        "ollama_chat/llama3.1@http://127.0.0.1:11434/v1",
+        "local/embedded",
+        "local/gemma3-270m",
+    ],
 )
 def test_temperature_and_max_tokens_are_always_set(spec):
     lm = make_lm(spec)
@@ -83,7 +89,9 @@ def test_embedded_specs_build_an_engine_lm_without_loading_weights():
     assert isinstance(lm.engine, EmbeddedEngine) and lm.engine.name == DEFAULT_EMBEDDED_MODEL
     assert lm.num_retries == 0
     assert make_lm("local/gemma3-270m").model == "local/gemma3-270m"
-    assert "gemma3-270m" not in embedded._REGISTRY  # lazily loaded on the first call only
+    # No test calls the non-default model, so its weights must still be unloaded: loading is lazy.
+    assert make_lm("local/smollm2-135m").model == "local/smollm2-135m"
+    assert "smollm2-135m" not in embedded._REGISTRY
     assert lm.supports_response_schema is False
 
 
