@@ -52,6 +52,22 @@ def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = 
                        help="override one threshold, e.g. --set max_replans=0 --set use_prediction=false")
 
 
+def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, split_help: str) -> None:
+    """--dataset SPEC, --split, --seed, --limit: which questions a command runs on."""
+    parser.add_argument("--dataset", required=True, metavar="SPEC",
+                        help="FORMAT:PATH (e.g. wc2014:../shared/data/wc2014/WC-P1.txt) or a short name (demo)")
+    parser.add_argument("--split", choices=("train", "dev", "test"), default=split, help=split_help)
+    parser.add_argument("--seed", type=int, default=0, help="split (and optimizer/sampler) seed (default 0)")
+    parser.add_argument("--limit", type=int, default=None, help="at most N questions (after splitting)")
+
+
+def load_examples(args: argparse.Namespace, *, split: str | None = None, limit: int | None = None) -> list:
+    from ppoga_dspy.datasets import load_dataset
+
+    return load_dataset(args.dataset, split=split or args.split, limit=limit if limit is not None else args.limit,
+                        seed=args.seed)
+
+
 def kg_for(args: argparse.Namespace, dataset_spec: str | None = None):
     """The KG named by --kg; without it, the dataset's own KG (IRN benchmarks, the demo) or the demo KG."""
     from ppoga_dspy.cli.kg import kg_from_args

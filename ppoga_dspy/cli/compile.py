@@ -6,7 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ppoga_dspy.cli.common import add_program_options, build_program, kg_for, offline_environment, print_json
+from ppoga_dspy.cli.common import (
+    ORACLE_LM,
+    add_dataset_options,
+    add_program_options,
+    build_program,
+    kg_for,
+    load_examples,
+    offline_environment,
+    print_json,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,14 +26,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compile prompts and demos with a DSPy optimizer on a training split; write an artifact",
         description="Compile every planner and executor predictor (metric: Hits@1), scoring dev before and after.",
     )
-    cmd.add_argument("--dataset", required=True, metavar="SPEC", help="FORMAT:PATH or a short name (demo)")
-    cmd.add_argument("--split", choices=("train", "dev", "test"), default="train", help="split to compile on")
+    add_dataset_options(cmd, split="train", split_help="split to compile on (default train)")
     cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
-    cmd.add_argument("--seed", type=int, default=0, help="split and optimizer seed (default 0)")
-    cmd.add_argument("--limit", type=int, default=None, help="at most N training questions")
     cmd.add_argument("--dev-limit", type=int, default=None, help="at most N dev questions")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
-    cmd.add_argument("--teacher-lm", metavar="SPEC", default=None, help="LM that runs the teacher / proposes prompts")
+    cmd.add_argument("--teacher-lm", metavar="SPEC", default=None,
+                     help=f"LM that runs the teacher / proposes prompts; {ORACLE_LM} writes demos from the training "
+                          "split's gold paths")
     cmd.add_argument("--max-demos", type=int, default=3, help="demos per predictor (default 3)")
     cmd.add_argument("--candidates", type=int, default=4, help="candidate programs for random search (default 4)")
     cmd.add_argument("--budget", choices=("light", "medium", "heavy"), default="light", help="MIPROv2/GEPA budget")
@@ -37,16 +45,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _compile(args: argparse.Namespace) -> int:
     offline_environment()
-    from ppoga_dspy.datasets import load_dataset
     from ppoga_dspy.optimizers.artifact import Artifact
     from ppoga_dspy.optimizers.compile import compile_program
 
-    trainset = load_dataset(args.dataset, split=args.split, limit=args.limit, seed=args.seed)
-    devset = load_dataset(args.dataset, split=args.dev_split, limit=args.dev_limit, seed=args.seed)
+    trainset = load_examples(args)
+    devset = load_examples(args, split=args.dev_split, limit=args.dev_limit)
     kg = kg_for(args, args.dataset)
     program, lm_description = build_program(args, kg, examples=trainset + devset)
     teacher = None
-    if args.teacher_lm:
+    if args.teacher_lm == ORACLE_LM:  # demos written by a planner that follows the training split's gold paths
+        from ppoga_dspy.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
+
+        teacher = scripted_lm(ScriptedEngine(gold_path_handlers(golds_from_examples(trainset))), "oracle-gold-path")
+    elif args.teacher_lm:
         from ppoga_dspy.lm import make_lm
 
         teacher = make_lm(args.teacher_lm)

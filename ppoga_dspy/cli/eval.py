@@ -6,7 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ppoga_dspy.cli.common import add_program_options, build_program, kg_for, offline_environment, print_json
+from ppoga_dspy.cli.common import (
+    add_dataset_options,
+    add_program_options,
+    build_program,
+    kg_for,
+    load_examples,
+    offline_environment,
+    print_json,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,11 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="evaluate PPoGA on a benchmark: Hits@1, F1 and cost; resumable JSONL",
         description="Evaluate on a dataset. Questions already in --out are skipped, so an interrupted run resumes.",
     )
-    run.add_argument("--dataset", required=True, metavar="SPEC",
-                     help="FORMAT:PATH (e.g. wc2014:../shared/data/wc2014/WC-P1.txt) or a short name (demo)")
-    run.add_argument("--split", choices=("train", "dev", "test"), default=None, help="a deterministic split")
-    run.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
-    run.add_argument("--limit", type=int, default=None, help="at most N questions (after splitting)")
+    add_dataset_options(run, split=None, split_help="a deterministic split (default: every question)")
     run.add_argument("--threads", type=int, default=1, help="questions in parallel (default 1)")
     run.add_argument("--out", required=True, type=Path, metavar="RUN.jsonl", help="run file (appended; resumable)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object on the last line")
@@ -35,10 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _eval(args: argparse.Namespace) -> int:
     offline_environment()
-    from ppoga_dspy.datasets import load_dataset
     from ppoga_dspy.evaluate import run_evaluation, summarize
 
-    examples = load_dataset(args.dataset, split=args.split, limit=args.limit, seed=args.seed)
+    examples = load_examples(args)
     kg = kg_for(args, args.dataset)
     program, lm_description = build_program(args, kg, examples=examples)
     print(f"ppoga eval: {len(examples)} questions from {args.dataset}"

@@ -120,11 +120,27 @@ def _load(args: argparse.Namespace) -> int:
     return 0
 
 
+def resolve_entity(kg, text: str) -> str:
+    """An entity id as given, or, when the text is not a valid id of the dialect, the entity it names."""
+    from ppoga_dspy.kg import EntityNotFound, InvalidIdentifier
+
+    try:
+        kg.dialect.entity_iri(text)
+        return text
+    except InvalidIdentifier as invalid:
+        found = kg.find_entities(text, 1)
+        if not found:
+            raise EntityNotFound(f"{text!r} is neither an entity id of this KG nor a name in it ({invalid})") from None
+        print(f"ppoga kg: {text!r} is {found[0].id} ({found[0].label})", file=sys.stderr)
+        return found[0].id
+
+
 def _relations(args: argparse.Namespace) -> int:
     from ppoga_dspy.kg import Direction
 
     kg = kg_from_args(args)
     try:
+        args.entity = resolve_entity(kg, args.entity)
         directions = [Direction.OUT, Direction.IN] if args.direction == "both" else [Direction(args.direction)]
         found = [r for d in directions for r in kg.relations(args.entity, d)]
     finally:
@@ -139,6 +155,7 @@ def _relations(args: argparse.Namespace) -> int:
 def _neighbors(args: argparse.Namespace) -> int:
     kg = kg_from_args(args)
     try:
+        args.entity = resolve_entity(kg, args.entity)
         found = kg.neighbors(args.entity, args.relation, args.direction, args.limit)
     finally:
         kg.close()

@@ -6,7 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ppoga_dspy.cli.common import add_program_options, build_program, kg_for, offline_environment, print_json
+from ppoga_dspy.cli.common import (
+    add_dataset_options,
+    add_program_options,
+    build_program,
+    kg_for,
+    load_examples,
+    offline_environment,
+    print_json,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,10 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="tune thresholds with Optuna (accuracy vs LM calls); resumable study; writes an artifact",
         description="Multi-objective Optuna study over Thresholds with the artifact's prompts frozen.",
     )
-    cmd.add_argument("--dataset", required=True, metavar="SPEC", help="FORMAT:PATH or a short name (demo)")
-    cmd.add_argument("--split", choices=("train", "dev", "test"), default="dev", help="split to tune on (default dev)")
-    cmd.add_argument("--seed", type=int, default=0)
-    cmd.add_argument("--limit", type=int, default=None, help="at most N questions per trial")
+    add_dataset_options(cmd, split="dev", split_help="split to tune on (default dev)")
     cmd.add_argument("--trials", type=int, default=20, help="finished trials the study should hold (default 20)")
     cmd.add_argument("--storage", default=None, metavar="URL",
                      help="Optuna storage URL (default: sqlite:///<out>.optuna.db); an RDB URL shares the study")
@@ -32,11 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _tune(args: argparse.Namespace) -> int:
     offline_environment()
-    from ppoga_dspy.datasets import load_dataset
     from ppoga_dspy.optimizers.artifact import Artifact
     from ppoga_dspy.optimizers.tune import default_storage, save_plots, tune_thresholds
 
-    examples = load_dataset(args.dataset, split=args.split, limit=args.limit, seed=args.seed)
+    examples = load_examples(args)
     kg = kg_for(args, args.dataset)
     program, lm_description = build_program(args, kg, examples=examples)
     storage = args.storage or default_storage(args.out)

@@ -8,18 +8,13 @@ Servers start lazily, so selecting tests with -k starts only what they need.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from tests.conftest import DEMO_KG, shared_data
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED_DATA = REPO.parent / "shared" / "data"
-DEMO_KG = REPO / "data" / "demo" / "demo-kg.nt"
 HERE_DATA = Path(__file__).resolve().parent / "data"
 MINI_ONTOLOGY = HERE_DATA / "ontology"
 
@@ -31,12 +26,7 @@ ENGINES = [
 ]
 
 
-def shared(*parts: str) -> Path:
-    """A file under ../shared/data, or skip the test with the reason when it is absent."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"benchmark data not found at {path} (the shared data folder sits beside the repo in CI)")
-    return path
+shared = shared_data  # a file under ../shared/data, or skip the test with the reason when it is absent
 
 
 @pytest.fixture(scope="session")
