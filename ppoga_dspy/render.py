@@ -63,3 +63,9 @@ def render_prediction(console, result: dict[str, Any]) -> None:
     by_stage = costs.get("lm_calls_by_stage") or {}
     if by_stage:
         console.print("calls by stage: " + ", ".join(f"{k} {v}" for k, v in by_stage.items()))
+    by_role = costs.get("lm_calls_by_role") or {}
+    if by_role:
+        tokens = costs.get("tokens_by_role") or {}
+        console.print("by role: " + ", ".join(f"{k} {v} calls / {tokens.get(k, 0)} tokens" for k, v in by_role.items()))
+    if costs.get("cost_usd"):
+        console.print(f"cost reported by the backend: ${costs['cost_usd']:.4f}")
