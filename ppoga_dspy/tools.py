@@ -1,9 +1,9 @@
 """The KG operations as `dspy.Tool` objects, metered and traced for one question.
 
-The Executor acts on the graph only through these tools, so every KG query of a question is
-counted in its costs and appears in its trace; the same tools can be handed to a tool-calling
-module (e.g. `dspy.ReAct`) unchanged. Invalid identifiers and query errors surface as `KGError`;
-the Executor decides whether that degrades a step or fails the question.
+The Executor acts on the graph only through these tools (the typed methods below call them), so
+every KG query of a question is counted in its costs and appears in its trace; the same tools can
+be handed to a tool-calling module (e.g. `dspy.ReAct`) unchanged. Invalid identifiers and query
+errors surface as `KGError`; the Executor decides whether that degrades a step or fails the question.
 """
 
 from __future__ import annotations
@@ -31,21 +31,24 @@ class KGTools:
     def _make_tools(self) -> dict[str, Any]:
         import dspy
 
-        def get_relations(entity: str, direction: str = "out") -> list[dict]:
+        def get_relations(entity: str, direction: str = "out") -> list[Relation]:
             """List the relations of an entity id, outgoing ("out") or incoming ("in")."""
-            return [r.to_dict() for r in self.relations(entity, Direction(direction))]
+            return self._metered("relations", {"entity": entity, "direction": direction},
+                                 lambda: self.kg.relations(entity, Direction(direction)))
 
-        def get_neighbors(entity: str, relation: str, direction: str = "out", limit: int = 100) -> list[dict]:
+        def get_neighbors(entity: str, relation: str, direction: str = "out", limit: int = 100) -> list[Entity]:
             """List the entities reached from an entity id through a relation, in a direction."""
-            return [e.to_dict() for e in self.neighbors(entity, relation, Direction(direction), limit)]
+            args = {"entity": entity, "relation": relation, "direction": direction, "limit": limit}
+            return self._metered("neighbors", args,
+                                 lambda: self.kg.neighbors(entity, relation, Direction(direction), limit))
 
         def get_labels(entities: list[str]) -> dict[str, str]:
             """Give the readable names of entity ids."""
-            return self.labels(entities)
+            return self._metered("labels", {"entities": entities[:20]}, lambda: self.kg.labels(entities))
 
-        def find_entities(text: str, limit: int = 10) -> list[dict]:
+        def find_entities(text: str, limit: int = 10) -> list[Entity]:
             """Find entities whose name matches a text."""
-            return [e.to_dict() for e in self.find(text, limit)]
+            return self._metered("find_entities", {"text": text}, lambda: self.kg.find_entities(text, limit))
 
         return {fn.__name__: dspy.Tool(fn) for fn in (get_relations, get_neighbors, get_labels, find_entities)}
 
@@ -66,15 +69,13 @@ class KGTools:
         return result
 
     def relations(self, entity: str, direction: Direction) -> list[Relation]:
-        return self._metered("relations", {"entity": entity, "direction": direction.value},
-                             lambda: self.kg.relations(entity, direction))
+        return self.tools["get_relations"](entity=entity, direction=direction.value)
 
     def neighbors(self, entity: str, relation: str, direction: Direction, limit: int) -> list[Entity]:
-        args = {"entity": entity, "relation": relation, "direction": direction.value, "limit": limit}
-        return self._metered("neighbors", args, lambda: self.kg.neighbors(entity, relation, direction, limit))
+        return self.tools["get_neighbors"](entity=entity, relation=relation, direction=direction.value, limit=limit)
 
     def labels(self, entities: list[str]) -> dict[str, str]:
-        return self._metered("labels", {"entities": entities[:20]}, lambda: self.kg.labels(entities))
+        return self.tools["get_labels"](entities=entities)
 
     def find(self, text: str, limit: int = 10) -> list[Entity]:
-        return self._metered("find_entities", {"text": text}, lambda: self.kg.find_entities(text, limit))
+        return self.tools["find_entities"](text=text, limit=limit)
