@@ -222,3 +222,19 @@ def test_per_role_lms_are_used(demo_kg):
     assert set(executor.calls) == {"SelectRelations"}
     assert "SelectRelations" not in planner.calls and planner.calls["Decompose"] == 1
     assert prediction.costs["lm_calls_by_role"] == {"planner": 8, "executor": 2}
+
+
+def test_kg_operations_are_metered_dspy_tools(demo_kg):
+    from ppoga_dspy.costs import Costs
+    from ppoga_dspy.memory import Memory, StrategicMemory
+    from ppoga_dspy.tools import KGTools
+
+    costs, memory = Costs(), Memory(StrategicMemory(question="q"))
+    tools = KGTools(demo_kg, costs, memory).tools
+    assert set(tools) == {"get_relations", "get_neighbors", "get_labels", "find_entities"}
+    assert all(isinstance(t, dspy.Tool) for t in tools.values())
+    assert set(tools["get_neighbors"].args) == {"entity", "relation", "direction", "limit"}
+    inception = tools["find_entities"](text="Inception")[0]
+    directors = tools["get_neighbors"](entity=inception.id, relation="film.film.directed_by")
+    assert [d.label for d in directors] == ["Christopher Nolan"]
+    assert costs.kg_queries == 2 and [e.stage for e in memory.trace] == ["kg.find_entities", "kg.neighbors"]
