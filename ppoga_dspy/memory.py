@@ -114,7 +114,7 @@ class KnowledgeMemory:
         return (entity_id, relation.id, relation.direction.value) in self.failed_paths
 
     def evidence(self, limit: int) -> list[str]:
-        """The most recent facts first-found order kept, capped: what the Answer stage reads."""
+        """The last `limit` facts found, in the order they were found: what the Answer stage reads."""
         lines: list[str] = []
         for triple in self.triples[-limit:]:
             lines.append(triple.text())
