@@ -106,7 +106,7 @@ def tune_thresholds(
 
 
 def save_plots(study: Any, out: Path) -> list[Path]:
-    """Pareto front and parameter importances (Optuna's own matplotlib plots) as PNGs beside `out`."""
+    """Pareto front and parameter importances for both objectives (Optuna's matplotlib plots), PNGs beside `out`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,8 +120,7 @@ def save_plots(study: Any, out: Path) -> list[Path]:
         warnings.simplefilter("ignore")  # Optuna marks its matplotlib backend experimental
         plots = {
             "pareto": lambda: ovm.plot_pareto_front(study, target_names=list(OBJECTIVES)),
-            "importance": lambda: ovm.plot_param_importances(study, target=lambda t: t.values[0],
-                                                             target_name="hits@1"),
+            "importance": lambda: ovm.plot_param_importances(study),  # one bar per objective
         }
         for name, make in plots.items():
             path = out.with_name(f"{out.stem}.{name}.png")
