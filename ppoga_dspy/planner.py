@@ -102,8 +102,11 @@ class Planner(dspy.Module):
         if isinstance(answers, str):
             answers = [answers]
         answers = [str(a).strip() for a in (answers or []) if str(a).strip()]
-        if getattr(result, "_salvaged", False):  # a malformed reply counts only where it names a known entity
-            known = [e.label for e in run.memory.knowledge.entities.values()]
+        if run.thresholds.ground_answers or getattr(result, "_salvaged", False):
+            # PPoGA answers from the evidence: an answer counts where it names an entity found on the graph
+            # (always for a salvaged reply); with none left the program falls back to the last step's entities
+            topics = {t.id for t in run.memory.strategic.topic_entities}
+            known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
             answers = [a for a in answers if any(same_name(a, k) for k in known)]
             if not answers:
                 return None

@@ -34,6 +34,9 @@ class Thresholds(BaseModel):
     use_prediction: bool = Field(True, description="ablation: predict each step's outcome before acting")
     use_path_correction: bool = Field(True, description="ablation: retry a failed step avoiding failed paths")
     use_plan_correction: bool = Field(True, description="ablation: replan after repeated failures")
+    ground_answers: bool = Field(
+        True, description="keep only answers naming an entity found on the graph (else the last step's entities)"
+    )
 
     def to_dict(self) -> dict:
         return self.model_dump()

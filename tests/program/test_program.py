@@ -238,3 +238,14 @@ def test_kg_operations_are_metered_dspy_tools(demo_kg):
     directors = tools["get_neighbors"](entity=inception.id, relation="film.film.directed_by")
     assert [d.label for d in directors] == ["Christopher Nolan"]
     assert costs.kg_queries == 2 and [e.stage for e in memory.trace] == ["kg.find_entities", "kg.neighbors"]
+
+
+@pytest.mark.parametrize("grounded", [True, False])
+def test_answers_are_grounded_in_the_graph_unless_switched_off(demo_kg, grounded):
+    handlers = gold_path_handlers(GOLD)
+    handlers["Answer"] = lambda i: {"answers": ["Atlantis"], "reasoning": "from memory"}
+    prediction, _ = run(demo_kg, handlers, ground_answers=grounded)
+    if grounded:
+        assert prediction.answers == ["London"] and stages(prediction, "answer.fallback")
+    else:
+        assert prediction.answers == ["Atlantis"] and prediction.answer_ids == [None]
