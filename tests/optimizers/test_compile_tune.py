@@ -40,10 +40,10 @@ def _demos(program):
 
 
 def _needs_demos(examples, engine_out=None, default=None):
-    """A student that answers right only when its Answer prompt carries demos: what compiling fixes."""
+    """A student that chooses relations right only when its prompt carries demos: what compiling fixes."""
     handlers = gold_path_handlers(golds_from_examples(examples))
-    perfect = handlers["Answer"]
-    handlers["Answer"] = lambda i: perfect(i) if i["_demos"] else {"answers": ["no idea"], "reasoning": "?"}
+    perfect = handlers["SelectRelations"]
+    handlers["SelectRelations"] = lambda i: perfect(i) if i["_demos"] else {"relations": [i["candidates"][-1]]}
     engine = ScriptedEngine(handlers, default=default)
     if engine_out is not None:
         engine_out.append(engine)
@@ -59,7 +59,7 @@ def test_bootstrap_optimizers_add_demos_and_score_dev(demo_kg, demo, optimizer):
     assert set(_demos(program).values()) == {0}
     result = compile_program(program, trainset=train[:6], devset=dev[:3], optimizer=optimizer, max_demos=2,
                              num_candidates=2, teacher_lm=teacher.role_lms["planner"])
-    assert result.dev_before["hits@1"] == 0.0
+    assert result.dev_before["hits@1"] < 0.5
     demos = _demos(result.program)
     assert demos["planner.decompose"] == 2 and demos["executor.select_relations"] >= 1
     assert "planner.decompose" in result.changed_predictors
