@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _eval(args: argparse.Namespace) -> int:
     offline_environment()
-    from ppoga_dspy.evaluate import run_evaluation, summarize
+    from ppoga_dspy.evaluate import example_id, run_evaluation, summarize
 
     examples = load_examples(args)
     kg = kg_for(args, args.dataset)
@@ -47,7 +47,7 @@ def _eval(args: argparse.Namespace) -> int:
     print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
           f"{f' ({args.split})' if args.split else ''} on {kg.name} with {lm_description}", file=sys.stderr)
     result = run_evaluation(program, examples, out=args.out, threads=args.threads, progress=not args.no_progress)
-    wanted = {_id(ex) for ex in examples}
+    wanted = {example_id(ex) for ex in examples}
     rows = [row for row in result.rows if row.get("id") in wanted]
     summary = summarize(rows)
     summary.update(run=str(args.out), dataset=args.dataset, split=args.split, skipped=result.skipped,
@@ -55,12 +55,6 @@ def _eval(args: argparse.Namespace) -> int:
     _print_summaries({str(args.out): summary}, as_json=args.json)
     kg.close()
     return 130 if result.interrupted else 0
-
-
-def _id(example) -> str:
-    from ppoga_dspy.evaluate import example_id
-
-    return example_id(example)
 
 
 def _report(args: argparse.Namespace) -> int:
