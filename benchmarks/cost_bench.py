@@ -45,12 +45,12 @@ def main() -> int:
 
     import dspy
 
-    from ppoga_dspy.datasets import load_dataset
+    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.experiments.metrics import score_prediction
+    from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
     from ppoga_dspy.kg import open_kg
-    from ppoga_dspy.metrics import score_prediction
-    from ppoga_dspy.program import PPoGA
-    from ppoga_dspy.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
-    from ppoga_dspy.thresholds import Thresholds
+    from ppoga_dspy.method.program import PPoGA
+    from ppoga_dspy.method.thresholds import Thresholds
 
     thresholds = Thresholds(use_prediction=not args.no_prediction)
     print(f"perfect-planner cost floor, {args.per_file} questions per file, thresholds: "

@@ -7,9 +7,9 @@ import doctest
 import dspy
 import pytest
 
-import ppoga_dspy.metrics as metrics
-from ppoga_dspy.datasets import load_dataset
-from ppoga_dspy.metrics import (
+import ppoga_dspy.experiments.metrics as metrics
+from ppoga_dspy.experiments.datasets import load_dataset
+from ppoga_dspy.experiments.metrics import (
     answer_f1,
     breakdown,
     dspy_metric,

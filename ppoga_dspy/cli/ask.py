@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ppoga_dspy.cli.common import add_program_options, build_program, kg_for, offline_environment, print_json
+from ppoga_dspy.cli.common import add_program_options, offline_environment, print_json, program_settings
 
 DEFAULT_QUESTION = "Where was the director of Inception born?"
 
@@ -29,12 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _ask(args: argparse.Namespace) -> int:
     offline_environment()
-    kg = kg_for(args)
-    program, lm_description = build_program(args, kg)
-    prediction = program(question=args.question, topic_entities=args.topic or None)
+    from ppoga_dspy.app import open_program
+
+    with open_program(program_settings(args)) as opened:
+        prediction = opened.program(question=args.question, topic_entities=args.topic or None)
+        kg_name, lm_description = opened.kg.name, opened.lm_description
     result = {
         "question": args.question,
-        "kg": kg.name,
+        "kg": kg_name,
         "lm": lm_description,
         "answer": prediction.answer,
         "answers": prediction.answers,
@@ -56,8 +58,7 @@ def _ask(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        from ppoga_dspy.render import render_prediction
+        from ppoga_dspy.cli.render import render_prediction
 
         render_prediction(Console(), result)
-    kg.close()
     return 0 if prediction.status == "ok" else 3

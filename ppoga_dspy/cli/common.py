@@ -1,7 +1,8 @@
-"""Options and builders shared by every command that runs the program (ask, eval, compile, tune).
+"""Options shared by every command that runs the program (ask, eval, compile, tune), turned into settings.
 
-One definition of "which KG, which LM(s), which compiled program, which thresholds", so a
-researcher's flags mean the same thing in every command.
+The CLI only parses: `program_settings(args)` maps the flags to `ppoga_dspy.app.ProgramSettings`, and
+`ppoga_dspy.app.open_program` does the work. One definition of the flags, so a researcher's options
+mean the same thing in every command.
 """
 
 from __future__ import annotations
@@ -10,25 +11,12 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.errors import ConfigError
+from ppoga_dspy.experiments.scripted import ORACLE_LM
 
-REPO_DATA = Path(__file__).resolve().parents[2] / "data"
-DEMO_KG = REPO_DATA / "demo" / "demo-kg.nt"
-ORACLE_LM = "oracle/gold-path"
-
-# Benchmarks that ship their own KG: question file name -> KB file name in the same folder.
-_OWN_KG = {
-    "PQ-2H.txt": "2H-kb.txt",
-    "PQ-3H.txt": "3H-kb.txt",
-    "PQL-2H.txt": "PQL2-KB.txt",
-    "PQL-3H.txt": "PQL3-KB.txt",
-    "WC-P1.txt": "WC2014.txt",
-    "WC-P2.txt": "WC2014.txt",
-    "WC-C.txt": "WC2014.txt",
-}
+__all__ = ["ORACLE_LM", "add_dataset_options", "add_program_options", "load_examples", "offline_environment",
+           "print_json", "program_settings"]
 
 
 def offline_environment() -> None:
@@ -62,80 +50,29 @@ def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, s
 
 
 def load_examples(args: argparse.Namespace, *, split: str | None = None, limit: int | None = None) -> list:
-    from ppoga_dspy.datasets import load_dataset
+    from ppoga_dspy.experiments.datasets import load_dataset
 
     return load_dataset(args.dataset, split=split or args.split, limit=limit if limit is not None else args.limit,
                         seed=args.seed)
 
 
-def kg_for(args: argparse.Namespace, dataset_spec: str | None = None):
-    """The KG named by --kg; without it, the dataset's own KG (IRN benchmarks, the demo) or the demo KG."""
-    from ppoga_dspy.cli.kg import kg_from_args
+def program_settings(args: argparse.Namespace):
+    """The `ProgramSettings` the flags describe (checked here, before any KG or model is opened)."""
+    from ppoga_dspy.app import ProgramSettings
+    from ppoga_dspy.app.session import parse_overrides
+    from ppoga_dspy.lm import lm_settings_from_args
 
-    if getattr(args, "kg", None):
-        return kg_from_args(args)
-    guessed = default_kg_path(dataset_spec)
-    args.kg = str(guessed)
-    return kg_from_args(args)
-
-
-def default_kg_path(dataset_spec: str | None) -> Path:
-    if dataset_spec and ":" in dataset_spec:
-        _, _, path = dataset_spec.partition(":")
-        own = _OWN_KG.get(Path(path).name)
-        if own:
-            return Path(path).parent / own
-        raise ConfigError(f"--kg is required for {dataset_spec}: it does not ship its own KG")
-    return DEMO_KG
-
-
-def thresholds_from(args: argparse.Namespace, base: Any = None):
-    """Thresholds: the artifact's (or defaults), then each --set NAME=VALUE."""
-    from ppoga_dspy.thresholds import Thresholds
-
-    data = (base or Thresholds()).to_dict()
-    for item in getattr(args, "threshold_overrides", []) or []:
-        name, sep, value = item.partition("=")
-        if not sep or name not in data:
-            raise ConfigError(f"--set {item!r}: use NAME=VALUE with NAME one of {', '.join(data)}")
-        data[name] = json.loads(value.lower()) if value.lower() in ("true", "false") else value
-    try:
-        return Thresholds.model_validate(data)
-    except ValueError as exc:
-        raise ConfigError(f"invalid threshold: {exc}") from exc
-
-
-def build_program(args: argparse.Namespace, kg: Any, *, examples: list | None = None):
-    """PPoGA on `kg` with the LMs, artifact and thresholds the options name; also returns the LM settings."""
-    from ppoga_dspy.program import PPoGA
-
-    artifact = None
-    if getattr(args, "program", None):
-        from ppoga_dspy.optimizers.artifact import load_artifact
-
-        artifact = load_artifact(args.program)
-    role_lms, description = role_lms_for(args, examples=examples, artifact=artifact)
-    program = PPoGA(kg, role_lms=role_lms)
-    if artifact is not None:
-        artifact.apply(program, lm_description=description)
-    program.thresholds = thresholds_from(args, program.thresholds)
-    return program, description
-
-
-def role_lms_for(args: argparse.Namespace, *, examples: list | None = None, artifact: Any = None):
-    """Role -> LM from the options; `--lm oracle/gold-path` is the scripted perfect planner (needs examples)."""
-    if getattr(args, "lm", None) == ORACLE_LM:
-        if not examples:
-            raise ConfigError(f"--lm {ORACLE_LM} follows gold paths and needs a dataset (use it with eval/tune)")
-        from ppoga_dspy.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
-
-        lm = scripted_lm(ScriptedEngine(gold_path_handlers(golds_from_examples(examples))), "oracle-gold-path")
-        return {"planner": lm, "executor": lm}, ORACLE_LM
-    from ppoga_dspy.lm import build_role_lms, lm_settings_from_args, lm_spec_of
-
-    role_lms = build_role_lms(lm_settings_from_args(args))
-    planner, executor = lm_spec_of(role_lms["planner"]), lm_spec_of(role_lms["executor"])
-    return role_lms, planner if planner == executor else f"planner={planner} executor={executor}"
+    return ProgramSettings(
+        kg=getattr(args, "kg", None),
+        dialect=getattr(args, "dialect", None),
+        timeout=getattr(args, "timeout", 30.0),
+        retries=getattr(args, "retries", 3),
+        ontology=getattr(args, "ontology", None),
+        dataset=getattr(args, "dataset", None),
+        lm=lm_settings_from_args(args),
+        program=getattr(args, "program", None),
+        overrides=parse_overrides(getattr(args, "threshold_overrides", []) or []),
+    )
 
 
 def print_json(data: Any) -> None:

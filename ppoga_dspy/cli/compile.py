@@ -10,11 +10,10 @@ from ppoga_dspy.cli.common import (
     ORACLE_LM,
     add_dataset_options,
     add_program_options,
-    build_program,
-    kg_for,
     load_examples,
     offline_environment,
     print_json,
+    program_settings,
 )
 
 
@@ -50,34 +49,36 @@ def _compile(args: argparse.Namespace) -> int:
 
     trainset = load_examples(args)
     devset = load_examples(args, split=args.dev_split, limit=args.dev_limit)
-    kg = kg_for(args, args.dataset)
-    program, lm_description = build_program(args, kg, examples=trainset + devset)
     teacher = None
     if args.teacher_lm == ORACLE_LM:  # demos written by a planner that follows the training split's gold paths
-        from ppoga_dspy.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
+        from ppoga_dspy.experiments.scripted import oracle_lm
 
-        teacher = scripted_lm(ScriptedEngine(gold_path_handlers(golds_from_examples(trainset))), "oracle-gold-path")
+        teacher = oracle_lm(trainset)
     elif args.teacher_lm:
         from ppoga_dspy.lm import make_lm
 
         teacher = make_lm(args.teacher_lm)
-    print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
-          f"{lm_description}", file=sys.stderr)
-    result = compile_program(program, trainset=trainset, devset=devset, optimizer=args.optimizer, teacher_lm=teacher,
-                             max_demos=args.max_demos, num_candidates=args.candidates, threads=args.threads,
-                             seed=args.seed, budget=args.budget)
-    artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
-                                     optimizer=args.optimizer, scores=result.scores)
-    artifact.save(args.out)
-    report = {"artifact": str(args.out), "optimizer": args.optimizer, **result.scores,
-              "changed_predictors": result.changed_predictors}
-    if args.json:
-        print_json(report)
-    else:
-        before, after = result.scores["dev_before"], result.scores["dev_after"]
-        print(f"dev Hits@1 {before.get('hits@1') or 0:.3f} -> {after.get('hits@1') or 0:.3f} "
-              f"(n={after.get('n')}); LM calls/q {before.get('lm_calls_mean') or 0:.2f} -> "
-              f"{after.get('lm_calls_mean') or 0:.2f}; changed: {', '.join(result.changed_predictors) or 'nothing'}")
-        print(f"wrote {args.out}")
-    kg.close()
+    from ppoga_dspy.app import open_program
+
+    with open_program(program_settings(args), examples=trainset + devset) as opened:
+        program, lm_description = opened.program, opened.lm_description
+        print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
+              f"{lm_description}", file=sys.stderr)
+        result = compile_program(program, trainset=trainset, devset=devset, optimizer=args.optimizer,
+                                 teacher_lm=teacher, max_demos=args.max_demos, num_candidates=args.candidates,
+                                 threads=args.threads, seed=args.seed, budget=args.budget)
+        artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
+                                         optimizer=args.optimizer, scores=result.scores)
+        artifact.save(args.out)
+        report = {"artifact": str(args.out), "optimizer": args.optimizer, **result.scores,
+                  "changed_predictors": result.changed_predictors}
+        if args.json:
+            print_json(report)
+        else:
+            before, after = result.scores["dev_before"], result.scores["dev_after"]
+            print(f"dev Hits@1 {before.get('hits@1') or 0:.3f} -> {after.get('hits@1') or 0:.3f} "
+                  f"(n={after.get('n')}); LM calls/q {before.get('lm_calls_mean') or 0:.2f} -> "
+                  f"{after.get('lm_calls_mean') or 0:.2f}; "
+                  f"changed: {', '.join(result.changed_predictors) or 'nothing'}")
+            print(f"wrote {args.out}")
     return 0

@@ -9,11 +9,10 @@ from pathlib import Path
 from ppoga_dspy.cli.common import (
     add_dataset_options,
     add_program_options,
-    build_program,
-    kg_for,
     load_examples,
     offline_environment,
     print_json,
+    program_settings,
 )
 
 
@@ -39,26 +38,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _eval(args: argparse.Namespace) -> int:
     offline_environment()
-    from ppoga_dspy.evaluate import example_id, run_evaluation, summarize
+    from ppoga_dspy.app import open_program
+    from ppoga_dspy.experiments.evaluate import example_id, run_evaluation, summarize
 
+    settings = program_settings(args)
     examples = load_examples(args)
-    kg = kg_for(args, args.dataset)
-    program, lm_description = build_program(args, kg, examples=examples)
-    print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
-          f"{f' ({args.split})' if args.split else ''} on {kg.name} with {lm_description}", file=sys.stderr)
-    result = run_evaluation(program, examples, out=args.out, threads=args.threads, progress=not args.no_progress)
+    with open_program(settings, examples=examples) as opened:
+        print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
+              f"{f' ({args.split})' if args.split else ''} on {opened.kg.name} with {opened.lm_description}",
+              file=sys.stderr)
+        result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
+                                progress=not args.no_progress)
     wanted = {example_id(ex) for ex in examples}
     rows = [row for row in result.rows if row.get("id") in wanted]
     summary = summarize(rows)
     summary.update(run=str(args.out), dataset=args.dataset, split=args.split, skipped=result.skipped,
                    ran=result.ran, interrupted=result.interrupted)
     _print_summaries({str(args.out): summary}, as_json=args.json)
-    kg.close()
     return 130 if result.interrupted else 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ppoga_dspy.evaluate import EvaluationError, read_run, summarize
+    from ppoga_dspy.experiments.evaluate import EvaluationError, read_run, summarize
 
     summaries = {}
     for path in args.runs:
@@ -72,7 +73,7 @@ def _report(args: argparse.Namespace) -> int:
 def _print_summaries(summaries: dict, *, as_json: bool) -> None:
     from rich.console import Console
 
-    from ppoga_dspy.evaluate import summary_table
+    from ppoga_dspy.experiments.evaluate import summary_table
 
     if as_json:
         Console(stderr=True).print(summary_table(summaries))

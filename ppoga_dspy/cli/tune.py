@@ -9,11 +9,10 @@ from pathlib import Path
 from ppoga_dspy.cli.common import (
     add_dataset_options,
     add_program_options,
-    build_program,
-    kg_for,
     load_examples,
     offline_environment,
     print_json,
+    program_settings,
 )
 
 
@@ -41,34 +40,36 @@ def _tune(args: argparse.Namespace) -> int:
     from ppoga_dspy.optimizers.tune import default_storage, save_plots, tune_thresholds
 
     examples = load_examples(args)
-    kg = kg_for(args, args.dataset)
-    program, lm_description = build_program(args, kg, examples=examples)
-    storage = args.storage or default_storage(args.out)
-    print(f"ppoga tune: {args.trials} trials on {len(examples)} {args.split} questions; study {args.study!r} "
-          f"in {storage}", file=sys.stderr)
-    result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
-                             seed=args.seed, threads=args.threads)
-    program.thresholds = result.best
-    images = save_plots(result.study, args.out)
-    tuning = {"storage": storage, "study": args.study, "trials": len(result.study.trials),
-              "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1]},
-              "pareto_front": result.pareto, "images": [str(p) for p in images]}
-    previous = {}
-    if args.program:
-        from ppoga_dspy.optimizers.artifact import load_artifact
+    from ppoga_dspy.app import open_program
 
-        previous = load_artifact(args.program).scores
-    artifact = Artifact.from_program(program, lm=lm_description, dataset=args.dataset, split=args.split,
-                                     optimizer="optuna-thresholds", scores=previous, tuning=tuning)
-    artifact.save(args.out)
-    report = {"artifact": str(args.out), "thresholds": result.best.to_dict(), **tuning,
-              "trials_run_now": result.trials_run}
-    if args.json:
-        print_json(report)
-    else:
-        print(f"Pareto front ({len(result.pareto)} trials): " + "; ".join(
-            f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}" for p in result.pareto[:8]))
-        print(f"chosen: hits@1 {result.best_values[0]:.3f}, LM calls/q {result.best_values[1]:.2f}; wrote {args.out}"
-              + (f" and {', '.join(str(p) for p in images)}" if images else ""))
-    kg.close()
+    with open_program(program_settings(args), examples=examples) as opened:
+        program, lm_description = opened.program, opened.lm_description
+        storage = args.storage or default_storage(args.out)
+        print(f"ppoga tune: {args.trials} trials on {len(examples)} {args.split} questions; study {args.study!r} "
+              f"in {storage}", file=sys.stderr)
+        result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
+                                 seed=args.seed, threads=args.threads)
+        program.thresholds = result.best
+        images = save_plots(result.study, args.out)
+        tuning = {"storage": storage, "study": args.study, "trials": len(result.study.trials),
+                  "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1]},
+                  "pareto_front": result.pareto, "images": [str(p) for p in images]}
+        previous = {}
+        if args.program:
+            from ppoga_dspy.optimizers.artifact import load_artifact
+
+            previous = load_artifact(args.program).scores
+        artifact = Artifact.from_program(program, lm=lm_description, dataset=args.dataset, split=args.split,
+                                         optimizer="optuna-thresholds", scores=previous, tuning=tuning)
+        artifact.save(args.out)
+        report = {"artifact": str(args.out), "thresholds": result.best.to_dict(), **tuning,
+                  "trials_run_now": result.trials_run}
+        if args.json:
+            print_json(report)
+        else:
+            print(f"Pareto front ({len(result.pareto)} trials): " + "; ".join(
+                f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}" for p in result.pareto[:8]))
+            print(f"chosen: hits@1 {result.best_values[0]:.3f}, LM calls/q {result.best_values[1]:.2f}; "
+                  f"wrote {args.out}"
+                  + (f" and {', '.join(str(p) for p in images)}" if images else ""))
     return 0

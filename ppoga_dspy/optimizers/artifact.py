@@ -98,7 +98,7 @@ class Artifact:
 
     def apply(self, program, *, lm_description: str | None = None) -> None:
         """Restore prompts, demos and thresholds into `program`; all or nothing."""
-        from ppoga_dspy.thresholds import Thresholds
+        from ppoga_dspy.method.thresholds import Thresholds
 
         if lm_description and self.lm and lm_description != self.lm:
             warnings.warn(

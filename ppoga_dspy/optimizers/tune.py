@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.evaluate import score_program
-from ppoga_dspy.thresholds import Thresholds
+from ppoga_dspy.experiments.evaluate import score_program
+from ppoga_dspy.method.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from ppoga_dspy.datasets import load_dataset
-from ppoga_dspy.program import PPoGA
-from ppoga_dspy.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples
-from ppoga_dspy.thresholds import Thresholds
+from ppoga_dspy.experiments.datasets import load_dataset
+from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples
+from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.method.thresholds import Thresholds
 from tests.conftest import REPO
 
 STAGES = {"decompose", "predict", "select_relations", "select_entities", "think", "evaluate", "replan", "answer"}

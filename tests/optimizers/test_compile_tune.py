@@ -8,13 +8,13 @@ import warnings
 import dspy
 import pytest
 
-from ppoga_dspy.datasets import load_dataset
+from ppoga_dspy.experiments.datasets import load_dataset
+from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
+from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.method.question_run import jsonable
+from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.optimizers.artifact import Artifact, ArtifactError, ArtifactLMMismatch, load_artifact
 from ppoga_dspy.optimizers.compile import compile_program, stage_feedback
-from ppoga_dspy.program import PPoGA
-from ppoga_dspy.run import jsonable
-from ppoga_dspy.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
-from ppoga_dspy.thresholds import Thresholds
 
 
 def any_signature(inputs):

@@ -7,9 +7,9 @@ import json
 import dspy
 import pytest
 
-from ppoga_dspy.program import PPoGA
-from ppoga_dspy.scripted import ScriptedEngine, gold_path_handlers, scripted_lm
-from ppoga_dspy.thresholds import Thresholds
+from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, scripted_lm
+from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.method.thresholds import Thresholds
 
 QUESTION = "Where was the director of Inception born?"
 GOLD = {
@@ -225,9 +225,9 @@ def test_per_role_lms_are_used(demo_kg):
 
 
 def test_kg_operations_are_metered_dspy_tools(demo_kg):
-    from ppoga_dspy.costs import Costs
-    from ppoga_dspy.memory import Memory, StrategicMemory
-    from ppoga_dspy.tools import KGTools
+    from ppoga_dspy.method.costs import Costs
+    from ppoga_dspy.method.memory import Memory, StrategicMemory
+    from ppoga_dspy.method.tools import KGTools
 
     costs, memory = Costs(), Memory(StrategicMemory(question="q"))
     tools = KGTools(demo_kg, costs, memory).tools

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppoga_dspy.salvage import salvage
+from ppoga_dspy.method.replies import salvage
 from ppoga_dspy.signatures import Answer, Decompose, Evaluate, SelectRelations
 
 

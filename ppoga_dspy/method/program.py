@@ -16,15 +16,15 @@ from typing import Any
 
 import dspy
 
-from ppoga_dspy.choices import same_name
-from ppoga_dspy.executor import Executor, Observation
 from ppoga_dspy.kg.base import Entity, KGError, KnowledgeGraph, Triple
-from ppoga_dspy.memory import Memory, StepCycle, StrategicMemory
-from ppoga_dspy.planner import Planner
-from ppoga_dspy.pruning import Ranker
-from ppoga_dspy.run import LMCallError, QuestionRun
-from ppoga_dspy.thresholds import Thresholds
-from ppoga_dspy.tools import KGTools
+from ppoga_dspy.method.choices import same_name
+from ppoga_dspy.method.executor import Executor, Observation
+from ppoga_dspy.method.memory import Memory, StepCycle, StrategicMemory
+from ppoga_dspy.method.planner import Planner
+from ppoga_dspy.method.pruning import Ranker
+from ppoga_dspy.method.question_run import LMCallError, QuestionRun
+from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.method.tools import KGTools
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class PPoGA(dspy.Module):
     # -- the step cycle -------------------------------------------------------------------------
 
     def _solve(self, run: QuestionRun, question: str, topic_entities) -> tuple[list[str], list[str | None], str]:
-        from ppoga_dspy.linking import resolve_topics
+        from ppoga_dspy.method.linking import resolve_topics
 
         th = self.thresholds
         memory = run.memory

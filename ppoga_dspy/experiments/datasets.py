@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ppoga_dspy.data import DEMO_QUESTIONS
 from ppoga_dspy.errors import PPoGAError
 
-DEMO_QUESTIONS = Path(__file__).resolve().parents[1] / "data" / "demo" / "questions.jsonl"
 SPLITS = ("train", "dev", "test")
 _QID = re.compile(r"^Q\d+$")
 _PREFIXES = ("http://rdf.freebase.com/ns/", "ns:", "fb:")

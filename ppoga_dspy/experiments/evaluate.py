@@ -73,7 +73,7 @@ def _repair_tail(path: Path) -> None:
 
 def record_for(example: Any, prediction: Any, seconds: float) -> dict[str, Any]:
     """One JSONL line: PoG's fields, our metrics, status, costs and the trace."""
-    from ppoga_dspy.metrics import score_prediction
+    from ppoga_dspy.experiments.metrics import score_prediction
 
     costs = dict(getattr(prediction, "costs", {}) or {})
     answers = list(getattr(prediction, "answers", []) or [])

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dspy
 
-from ppoga_dspy.choices import same_name
-from ppoga_dspy.memory import PlanStepState
-from ppoga_dspy.run import QuestionRun
+from ppoga_dspy.method.choices import same_name
+from ppoga_dspy.method.memory import PlanStepState
+from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.signatures import Answer, Decompose, Evaluate, PredictOutcome, Replan, Think
 
 DECISIONS = ("proceed", "correct_path", "replan", "finish")

@@ -222,7 +222,7 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
 
 
 def golds_from_examples(examples) -> dict[str, dict[str, Any]]:
-    """Gold-path facts of loaded examples (see `ppoga_dspy.datasets`), keyed by question text.
+    """Gold-path facts of loaded examples (see `ppoga_dspy.experiments.datasets`), keyed by question text.
 
     Relations come from `metadata["paths"]` (branches in order); entities on the path from the IRN
     gold-path text when there is one (`a#r1#b#r2#c`), plus the answers.
@@ -240,3 +240,12 @@ def golds_from_examples(examples) -> dict[str, dict[str, Any]]:
         answers = list(getattr(example, "answers", []) or [])
         golds[example.question.strip()] = {"relations": relations, "entities": entities + answers, "answers": answers}
     return golds
+
+
+#: The `--lm` spec of the scripted perfect planner that follows each question's gold path.
+ORACLE_LM = "oracle/gold-path"
+
+
+def oracle_lm(examples: list, **kwargs: Any):
+    """The scripted perfect planner for these examples: one definition for eval, compile's teacher and tune."""
+    return scripted_lm(ScriptedEngine(gold_path_handlers(golds_from_examples(examples))), "oracle-gold-path", **kwargs)

@@ -12,11 +12,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ppoga_dspy.kg.base import Direction, Entity, KnowledgeGraph, Relation
-from ppoga_dspy.memory import TraceEvent
+from ppoga_dspy.method.memory import TraceEvent
 
 if TYPE_CHECKING:
-    from ppoga_dspy.costs import Costs
-    from ppoga_dspy.memory import Memory
+    from ppoga_dspy.method.costs import Costs
+    from ppoga_dspy.method.memory import Memory
 
 
 class KGTools:

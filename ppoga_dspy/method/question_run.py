@@ -16,10 +16,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppoga_dspy.costs import Costs
 from ppoga_dspy.errors import PPoGAError
-from ppoga_dspy.memory import Memory, TraceEvent
-from ppoga_dspy.thresholds import Thresholds
+from ppoga_dspy.method.costs import Costs
+from ppoga_dspy.method.memory import Memory, TraceEvent
+from ppoga_dspy.method.thresholds import Thresholds
 
 
 class LMCallError(PPoGAError):
@@ -62,7 +62,7 @@ class QuestionRun:
 
     memory: Memory
     thresholds: Thresholds
-    tools: Any  # ppoga_dspy.tools.KGTools (kept untyped here to avoid an import cycle)
+    tools: Any  # ppoga_dspy.method.tools.KGTools (kept untyped here to avoid an import cycle)
     role_lms: dict[str, Any] = field(default_factory=dict)
     costs: Costs = field(default_factory=Costs)
 
@@ -107,10 +107,10 @@ class QuestionRun:
 
 
 def _salvaged(exc: Any, predictor: Any) -> Any | None:
-    """A prediction read leniently from the unparseable reply (see `ppoga_dspy.salvage`), or None."""
+    """A prediction read leniently from the unparseable reply (see `ppoga_dspy.method.replies`), or None."""
     import dspy
 
-    from ppoga_dspy.salvage import salvage
+    from ppoga_dspy.method.replies import salvage
 
     values = salvage(getattr(exc, "lm_response", ""), predictor.signature)
     if values is None:

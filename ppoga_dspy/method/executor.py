@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from ppoga_dspy.choices import match_choices
 from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError, Relation, Triple
-from ppoga_dspy.memory import relation_key
-from ppoga_dspy.pruning import EmbeddingRanker, Ranker, prune, rank
-from ppoga_dspy.run import QuestionRun
+from ppoga_dspy.method.choices import match_choices
+from ppoga_dspy.method.memory import relation_key
+from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank
+from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.signatures import SelectEntities, SelectRelations
 
 

@@ -1,0 +1,152 @@
+"""`open_program(settings)`: one context manager that opens the KG, builds the role LMs, loads the artifact,
+builds the program, and closes the KG (and any server it started) on the way out, also on error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ppoga_dspy.errors import ConfigError
+from ppoga_dspy.experiments.scripted import ORACLE_LM
+
+# Benchmarks that ship their own KG: question file name -> KB file name in the same folder.
+_OWN_KG = {
+    "PQ-2H.txt": "2H-kb.txt",
+    "PQ-3H.txt": "3H-kb.txt",
+    "PQL-2H.txt": "PQL2-KB.txt",
+    "PQL-3H.txt": "PQL3-KB.txt",
+    "WC-P1.txt": "WC2014.txt",
+    "WC-P2.txt": "WC2014.txt",
+    "WC-C.txt": "WC2014.txt",
+}
+
+
+class ProgramSettings(BaseModel):
+    """Everything that decides which program answers: KG, LMs, compiled artifact, threshold overrides."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    kg: str | None = Field(None, description="file, store directory or SPARQL URL; None: the dataset's own KG")
+    dialect: str | None = None
+    timeout: float = 30.0
+    retries: int = 3
+    ontology: str | None = None
+    dataset: str | None = Field(None, description="dataset spec, used to find a benchmark's own KG")
+    lm: Any = Field(None, description="an LMSettings, or None for the defaults (env, TOML, embedded model)")
+    program: str | None = Field(None, description="artifact path from `ppoga compile` / `ppoga tune`")
+    overrides: dict[str, str] = Field(default_factory=dict, description="threshold NAME -> VALUE (text)")
+
+
+@dataclass
+class OpenedProgram:
+    """What `open_program` yields: the program, its KG, and a one-line description of the LMs it uses."""
+
+    program: Any
+    kg: Any
+    lm_description: str
+    artifact: Any = None
+
+
+def default_kg_path(dataset_spec: str | None) -> Path:
+    """A benchmark's own KG beside its question file (IRN benchmarks), else the demo KG."""
+    if dataset_spec and ":" in dataset_spec:
+        _, _, path = dataset_spec.partition(":")
+        own = _OWN_KG.get(Path(path).name)
+        if own:
+            return Path(path).parent / own
+        raise ConfigError(f"--kg is required for {dataset_spec}: it does not ship its own KG")
+    from ppoga_dspy.data import DEMO_KG
+
+    return DEMO_KG
+
+
+def thresholds_with(overrides: dict[str, str], base: Any = None):
+    """Thresholds: `base` (the artifact's, or the paper defaults), then each NAME=VALUE override."""
+    from pydantic import ValidationError
+
+    from ppoga_dspy.method.thresholds import Thresholds
+
+    data = (base or Thresholds()).to_dict()
+    for name, value in overrides.items():
+        if name not in data:
+            raise ConfigError(f"--set {name}={value}: unknown threshold; use one of {', '.join(data)}")
+        text = str(value).strip()
+        data[name] = json.loads(text.lower()) if text.lower() in ("true", "false") else text
+    try:
+        return Thresholds.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ())) or "threshold"
+        reason = first.get("msg", "invalid value")
+        raise ConfigError(f"invalid threshold --set {field}={data.get(field)!r}: {reason}") from None
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    """`["max_replans=0", ...]` -> `{"max_replans": "0"}`; a malformed item is a one-line ConfigError."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set {item!r}: use NAME=VALUE, e.g. --set max_replans=0")
+        out[name.strip()] = value
+    return out
+
+
+def role_lms_for(settings: ProgramSettings, *, examples: list | None = None) -> tuple[dict[str, Any], str]:
+    """Role -> LM, and their description; `oracle/gold-path` is the scripted perfect planner (needs examples)."""
+    lm_settings = settings.lm
+    planner_spec = getattr(lm_settings, "lm", None)
+    if planner_spec == ORACLE_LM:
+        from ppoga_dspy.experiments.scripted import oracle_lm
+
+        if not examples:
+            raise ConfigError(f"--lm {ORACLE_LM} follows gold paths and needs a dataset (use it with eval/tune)")
+        lm = oracle_lm(examples)
+        return {"planner": lm, "executor": lm}, ORACLE_LM
+    from ppoga_dspy.lm import build_role_lms, lm_spec_of
+
+    role_lms = build_role_lms(lm_settings)
+    planner, executor = lm_spec_of(role_lms["planner"]), lm_spec_of(role_lms["executor"])
+    return role_lms, planner if planner == executor else f"planner={planner} executor={executor}"
+
+
+def open_kg_for(settings: ProgramSettings):
+    """The KnowledgeGraph the settings name; without `kg`, the dataset's own KG or the demo KG."""
+    from ppoga_dspy.kg import open_kg
+
+    spec = settings.kg or str(default_kg_path(settings.dataset))
+    return open_kg(spec, dialect=settings.dialect, timeout=settings.timeout, retries=settings.retries,
+                   ontology=settings.ontology)
+
+
+@contextmanager
+def open_program(settings: ProgramSettings, *, examples: list | None = None) -> Iterator[OpenedProgram]:
+    """Open the KG, build the role LMs and the program, apply the artifact and overrides; close the KG after.
+
+    The artifact and the threshold overrides are checked before the KG is opened, so a bad flag costs
+    nothing (no server started, no model loaded).
+    """
+    from ppoga_dspy.method.program import PPoGA
+
+    artifact = None
+    if settings.program:
+        from ppoga_dspy.optimizers.artifact import load_artifact
+
+        artifact = load_artifact(settings.program)
+    thresholds_with(settings.overrides)  # fail fast on a bad --set, before any work
+    kg = open_kg_for(settings)
+    try:
+        role_lms, description = role_lms_for(settings, examples=examples)
+        program = PPoGA(kg, role_lms=role_lms)
+        if artifact is not None:
+            artifact.apply(program, lm_description=description)
+        program.thresholds = thresholds_with(settings.overrides, program.thresholds)
+        yield OpenedProgram(program=program, kg=kg, lm_description=description, artifact=artifact)
+    finally:
+        kg.close()
