@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from ppoga_dspy.cli import main
+from ppoga_dspy.errors import ArtifactError, DataError
 from tests.conftest import REPO
 
 
@@ -30,7 +31,21 @@ def test_bad_options_name_what_to_do(capsys, tmp_path):
     assert "unknown dataset spec" in capsys.readouterr().err
     assert main(["ask", "Who?", "--set", "max_replans=lots"]) == 2
     assert "invalid threshold" in capsys.readouterr().err
-    assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+    assert main(["report", str(tmp_path / "missing.jsonl")]) == DataError.exit_code
     assert "ppoga eval" in capsys.readouterr().err
-    assert main(["ask", "Who?", "--program", str(tmp_path / "none.json")]) == 2
+    assert main(["ask", "Who?", "--program", str(tmp_path / "none.json")]) == ArtifactError.exit_code
     assert "no artifact" in capsys.readouterr().err
+
+
+def test_each_error_kind_has_its_own_exit_code():
+    from ppoga_dspy.errors import ConfigError, KGError, LMError, PPoGAError, exit_code_of
+    from ppoga_dspy.kg import InvalidIdentifier, KGTimeoutError
+    from ppoga_dspy.lm import LMConfigError
+
+    kinds = [PPoGAError, ConfigError, DataError, KGError, LMError, ArtifactError]
+    assert len({k.exit_code for k in kinds}) == len(kinds)
+    assert all(issubclass(k, PPoGAError) for k in (KGTimeoutError, InvalidIdentifier, LMConfigError))
+    assert exit_code_of(KGTimeoutError("slow")) == KGError.exit_code
+    assert exit_code_of(InvalidIdentifier("bad id")) == ConfigError.exit_code  # the user's input to fix
+    assert exit_code_of(LMConfigError("bad spec")) == ConfigError.exit_code
+    assert exit_code_of(RuntimeError("bug")) == 1

@@ -4,6 +4,8 @@ Each command module exposes `register(subparsers)`, adding its sub-parser(s) wit
 `set_defaults(handler=...)`; a handler takes the parsed namespace and returns an exit code.
 Handlers import heavy libraries themselves, so `ppoga --help` loads none of them.
 Results go to stdout, logs and errors to stderr; tracebacks only with `--debug`.
+Exit codes: 0 success, 1 usage (no command), the error kind's code from `ppoga_dspy.errors`
+(2 config/input, 3 data, 4 KG, 5 LM, 6 artifact), 7 an evaluation with failed questions, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -52,19 +54,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 1
-    from ppoga_dspy.errors import PPoGAError
-    from ppoga_dspy.kg.base import KGError
+    from ppoga_dspy.errors import INTERRUPTED, PPoGAError, exit_code_of
 
     try:
         return int(handler(args) or 0)
-    except (PPoGAError, KGError) as exc:
+    except PPoGAError as exc:
         if args.debug:
             raise
-        print(f"ppoga {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"ppoga {args.command}: error: {one_line(exc)}", file=sys.stderr)
+        return exit_code_of(exc)
     except KeyboardInterrupt:
         print(f"ppoga {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message as one line with single spaces (messages from libraries can span lines)."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

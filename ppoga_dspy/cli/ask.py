@@ -61,4 +61,8 @@ def _ask(args: argparse.Namespace) -> int:
         from ppoga_dspy.cli.render import render_prediction
 
         render_prediction(Console(), result)
-    return 0 if prediction.status == "ok" else 3
+    if prediction.status == "ok":
+        return 0
+    from ppoga_dspy.errors import KGError, LMError
+
+    return {"kg": KGError.exit_code, "lm": LMError.exit_code}.get(prediction.error_kind or "", 1)

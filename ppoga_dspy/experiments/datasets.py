@@ -31,15 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from ppoga_dspy.data import DEMO_QUESTIONS
-from ppoga_dspy.errors import PPoGAError
+from ppoga_dspy.errors import ConfigError, DataError
 
 SPLITS = ("train", "dev", "test")
 _QID = re.compile(r"^Q\d+$")
 _PREFIXES = ("http://rdf.freebase.com/ns/", "ns:", "fb:")
 
 
-class DatasetError(PPoGAError, ValueError):
-    """A dataset spec names an unknown format, a missing file, or a file that does not parse."""
+class DatasetError(DataError, ValueError):
+    """A dataset file is missing or does not parse as its format; the message names the file."""
+
+
+class DatasetSpecError(ConfigError, DatasetError):
+    """A dataset spec, split, limit or fraction is not one the loader accepts; the message lists what is."""
 
 
 def _example(*, id: str, question: str, topic_entities: dict[str, str], answers: Iterable[str],
@@ -294,7 +298,7 @@ def parse_spec(spec: str) -> tuple[str, Path]:
     fmt, sep, path = text.partition(":")
     fmt = fmt.strip().lower().replace("-", "").replace("_", "")
     if not sep or fmt not in _LOADERS or not path.strip():
-        raise DatasetError(
+        raise DatasetSpecError(
             f"unknown dataset spec {spec!r}: write FORMAT:PATH with FORMAT one of {', '.join(DATASET_FORMATS)} "
             f"(e.g. pathquestion:../shared/data/pathquestion/PQ-2H.txt), or a short name: {', '.join(SHORT_NAMES)}"
         )
@@ -314,11 +318,11 @@ def load_dataset(spec: str, *, limit: int | None = None, split: str | None = Non
         raise DatasetError(f"{path} does not read as a {fmt} file: {exc}") from exc
     if split is not None:
         if split not in SPLITS:
-            raise DatasetError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
+            raise DatasetSpecError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
         examples = split_examples(examples, seed=seed)[split]
     if limit is not None:
         if limit < 0:
-            raise DatasetError(f"limit must be >= 0, got {limit}")
+            raise DatasetSpecError(f"limit must be >= 0, got {limit}")
         examples = examples[:limit]
     return examples
 
@@ -338,7 +342,7 @@ def split_examples(examples: Sequence[Any], *, seed: int = 0,
     the file order of its examples.
     """
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
-        raise DatasetError(f"fractions must be three non-negative numbers summing to 1, got {tuple(fractions)}")
+        raise DatasetSpecError(f"fractions must be three non-negative numbers summing to 1, got {tuple(fractions)}")
     groups: dict[str, list[int]] = {}
     for index, example in enumerate(examples):
         groups.setdefault(_group_key(example), []).append(index)

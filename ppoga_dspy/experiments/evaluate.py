@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.errors import PPoGAError
+from ppoga_dspy.errors import DataError
 
 
-class EvaluationError(PPoGAError):
+class EvaluationError(DataError):
     """A run file cannot be read or written; the message names the file and what to do."""
 
 

@@ -21,17 +21,21 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
+from ppoga_dspy.errors import ConfigError, DataError, KGError
 
-class KGError(Exception):
-    """Base of every error the KG layer raises; catch this to treat any KG failure as one kind."""
+__all__ = ["KGError"]  # re-exported: the KG layer's errors all derive from it (see ppoga_dspy.errors)
 
 
 class InvalidIdentifier(KGError, ValueError):
-    """An entity or relation id does not match the dialect's syntax; nothing was queried."""
+    """An entity or relation id does not match the dialect's syntax; nothing was queried (the user's input)."""
+
+    exit_code = ConfigError.exit_code
 
 
 class EntityNotFound(KGError, LookupError):
-    """A name could not be linked to any entity of the KG."""
+    """A name or id is not in the KG (the user's input: check the spelling, or `ppoga kg find`)."""
+
+    exit_code = ConfigError.exit_code
 
 
 class KGUnavailableError(KGError):
@@ -49,9 +53,13 @@ class KGQueryError(KGError):
 class KGLoadError(KGError):
     """A file could not be loaded into a store (unknown format, parse error, missing file)."""
 
+    exit_code = DataError.exit_code
+
 
 class KGSpecError(KGError, ValueError):
     """A KG spec (what `open_kg` / `--kg` was given) is none of the accepted forms; the message lists them."""
+
+    exit_code = ConfigError.exit_code
 
 
 class Direction(str, Enum):

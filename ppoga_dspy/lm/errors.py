@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ppoga_dspy.errors import ConfigError
+from ppoga_dspy.errors import ConfigError, LMError
 
 
-class LMConfigError(ConfigError):
+class LMConfigError(ConfigError, LMError):
     """An LM spec, option or setting is invalid, or its model cannot be provided; the message says what to do."""

@@ -16,13 +16,13 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppoga_dspy.errors import PPoGAError
+from ppoga_dspy.errors import LMError
 from ppoga_dspy.method.costs import Costs
 from ppoga_dspy.method.memory import Memory, TraceEvent
 from ppoga_dspy.method.thresholds import Thresholds
 
 
-class LMCallError(PPoGAError):
+class LMCallError(LMError):
     """The language model could not be called (server down, bad key, quota); check the LM settings."""
 
 

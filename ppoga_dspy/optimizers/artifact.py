@@ -18,15 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.errors import PPoGAError
+from ppoga_dspy.errors import ArtifactError
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "ppoga-dspy/artifact/1"
-
-
-class ArtifactError(PPoGAError):
-    """An artifact cannot be read or applied; the message names the file and the problem."""
 
 
 class ArtifactLMMismatch(UserWarning):

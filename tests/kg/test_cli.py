@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ppoga_dspy.cli import main
+from ppoga_dspy.errors import KGError
 from ppoga_dspy.kg import open_kg
 
 
@@ -64,7 +65,7 @@ def test_unknown_kg_spec_exits_2_with_the_accepted_forms(tmp_path, capsys):
     assert "http(s)://" in capsys.readouterr().err
 
 
-def test_endpoint_down_exits_2_naming_the_url(capsys):
+def test_endpoint_down_exits_with_the_kg_code_naming_the_url(capsys):
     url = "http://127.0.0.1:9/sparql"
-    assert main(["kg", "relations", "m.0demo001", "--kg", url, "--retries", "0", "--timeout", "2"]) == 2
+    assert main(["kg", "relations", "m.0demo001", "--kg", url, "--retries", "0", "--timeout", "2"]) == KGError.exit_code
     assert url in capsys.readouterr().err
