@@ -49,3 +49,11 @@ def test_each_error_kind_has_its_own_exit_code():
     assert exit_code_of(InvalidIdentifier("bad id")) == ConfigError.exit_code  # the user's input to fix
     assert exit_code_of(LMConfigError("bad spec")) == ConfigError.exit_code
     assert exit_code_of(RuntimeError("bug")) == 1
+
+
+def test_ask_with_a_missing_kg_is_one_line_and_no_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "ppoga_dspy", "ask", "--kg", str(tmp_path / "nowhere.nt")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nowhere.nt" in lines[0] and "Traceback" not in result.stderr

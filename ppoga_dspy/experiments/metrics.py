@@ -8,14 +8,14 @@ precise one. All functions are pure and cheap; nothing here imports dspy.
 from __future__ import annotations
 
 import re
-import string
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ppoga_dspy.kg.names import normalize_name
+
 METRICS: tuple[str, ...] = ("hits@1", "hits@1_strict", "f1")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
 def normalize_lenient(text: str) -> str:
@@ -57,8 +57,8 @@ def hits_at_1_lenient(prediction: str, gold: Iterable[str]) -> bool:
 
 
 def normalize_strict(text: str) -> str:
-    """SQuAD-style normalisation (DSPy's `EM`): lower-case, `_` -> space, drop punctuation and the
-    articles a/an/the, collapse whitespace.
+    """SQuAD-style normalisation (DSPy's `EM`) on the project's name normaliser (`kg.names.normalize_name`:
+    case, accents, apostrophes, punctuation, `_`), then the articles a/an/the dropped.
 
     >>> normalize_strict("The_Dark_Knight")
     'dark knight'
@@ -67,9 +67,7 @@ def normalize_strict(text: str) -> str:
     >>> normalize_strict("  An   Apple! ")
     'apple'
     """
-    text = unicodedata.normalize("NFKC", str(text)).replace("_", " ").lower()
-    text = text.translate(_PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+    return " ".join(_ARTICLES.sub(" ", normalize_name(text)).split())
 
 
 def hits_at_1_strict(prediction: str, gold: Iterable[str]) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import ClassVar
 from urllib.parse import quote, unquote
 
 from ppoga_dspy.kg.base import InvalidIdentifier, KGError
+from ppoga_dspy.kg.names import normalize_name
 from ppoga_dspy.kg.terms import is_valid_iri, string_literal
 
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
@@ -397,11 +397,8 @@ def get_dialect(
 
 
 def normalise_label(text: str) -> str:
-    """Case-folded, `_` as space, punctuation dropped, spaces collapsed: "Alan_PULIDO?" -> "alan pulido"."""
-    text = unicodedata.normalize("NFKC", text).replace("_", " ")
-    kept = "".join(" " if unicodedata.category(ch).startswith("P") and ch not in "'-" else ch for ch in text)
-    kept = kept.replace("'", "").replace("-", " ")
-    return " ".join(kept.casefold().split())
+    """Labels compare through the project's one name normaliser: "Alan_PULIDO?" -> "alan pulido"."""
+    return normalize_name(text)
 
 
 def spelling_variants(text: str, *, limit: int = 24) -> list[str]:

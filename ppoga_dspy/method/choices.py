@@ -11,12 +11,13 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
-_NOISE = re.compile(r"[\s_\-.,;:!?'\"`()\[\]{}<>/\\|*#]+")
+from ppoga_dspy.kg.names import normalize_name
+
 _NUMBERING = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 
 
 def _key(text: str) -> str:
-    return _NOISE.sub(" ", text.casefold()).strip()
+    return normalize_name(text)
 
 
 def same_name(a: str, b: str) -> bool:

@@ -1,0 +1,129 @@
+"""The layout's rules, checked on the source (ARCHITECTURE.md): dependencies point one way, no import cycles,
+and the wheel carries every package and the demo data."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "ppoga_dspy"
+
+# room -> the rooms it may import (besides itself). `errors` is the shared leaf every room may use.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "data": set(),
+    "kg": {"errors"},
+    "signatures": {"errors"},
+    "lm": {"errors"},
+    "method": {"errors", "kg", "signatures", "lm"},
+    "experiments": {"errors", "kg", "signatures", "lm", "method", "data"},
+    "optimizers": {"errors", "kg", "signatures", "lm", "method", "experiments"},
+    "testing": {"errors", "kg", "lm", "data"},
+    "app": {"errors", "kg", "signatures", "lm", "method", "experiments", "optimizers", "data"},
+    "cli": {"errors", "kg", "signatures", "lm", "method", "experiments", "optimizers", "app", "data", "__init__"},
+    "__main__": {"cli"},
+    "__init__": set(),
+}
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (data/ is mapped in as ppoga_dspy.data)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    found["ppoga_dspy.data"] = REPO / "data" / "__init__.py"
+    return found
+
+
+def _imports(path: Path, *, top_level_only: bool) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n == "ppoga_dspy" or n.startswith("ppoga_dspy.")}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_dependencies_point_one_way():
+    modules = _modules()
+    broken = []
+    for name, path in modules.items():
+        room = _room(name)
+        for target in _imports(path, top_level_only=False):
+            if target not in modules:  # `from pkg import name` also lists pkg.name: keep real modules only
+                continue
+            other = _room(target)
+            if other != room and other not in ALLOWED[room]:
+                broken.append(f"{name} imports {target} ({room} may not import {other})")
+    assert not broken, "\n".join(broken)
+
+
+def test_nothing_imports_the_cli():
+    modules = _modules()
+    users = [name for name, path in modules.items() if _room(name) not in ("cli", "__main__")
+             and any(_room(t) == "cli" for t in _imports(path, top_level_only=False) if t in modules)]
+    assert not users
+
+
+def test_no_import_cycles():
+    modules = _modules()
+    graph = {name: {t for t in _imports(path, top_level_only=True) if t in modules and t != name}
+             for name, path in modules.items()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in graph[node]:
+            if state.get(nxt) == 1:
+                pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(nxt):], nxt]))
+            if nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for name in graph:
+        if name not in state:
+            visit(name, [name])
+
+
+def test_package_top_level_holds_only_the_entry_points():
+    files = {p.name for p in PACKAGE.glob("*.py")}
+    assert files <= {"__init__.py", "errors.py", "__main__.py"}
+
+
+def test_pyproject_lists_every_package():
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.relative_to(REPO).parts[:-1]) for p in PACKAGE.rglob("__init__.py")} | {"ppoga_dspy.data"}
+    assert listed == on_disk
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_demo(tmp_path):
+    """A non-editable install must answer the demo question, so the wheel must hold the demo KG and questions."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(REPO)], check=True, timeout=300, capture_output=True)
+    wheel = next(tmp_path.glob("ppoga_dspy-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"ppoga_dspy/data/demo/demo-kg.nt", "ppoga_dspy/data/demo/questions.jsonl",
+            "ppoga_dspy/data/__init__.py", "ppoga_dspy/method/program.py", "ppoga_dspy/__main__.py"} <= names
