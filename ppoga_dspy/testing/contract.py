@@ -10,7 +10,7 @@ module and provide the fixtures of `ppoga_dspy.testing.fixtures` (or your own `c
 
 `contract_kgs` must yield {"engine": name, "freebase": KG, "irn": KG} over the contract data (the
 demo KG + WC2014, exported by the `contract_nt` fixture), and `reference_kgs` the in-memory KGs
-over the same data.
+over the same data; `facts` reads the contract data straight from the file.
 
 Each engine holds the same data (demo KG + WC2014). Expected answers come from parsing the
 exported N-Triples file directly (not through any engine), and every engine's full answers
@@ -20,7 +20,6 @@ exported N-Triples file directly (not through any engine), and every engine's fu
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -82,20 +81,6 @@ def _snapshot(kg, entities: list[str]) -> dict:
 @pytest.mark.parametrize("dialect", ["freebase", "irn"])
 class KnowledgeGraphContract:
     """Subclass me (name the subclass Test...) to run the contract against your KG fixtures."""
-
-    @pytest.fixture(scope="class")
-    def facts(self, contract_nt):
-        """out[s][p] and into[o][p] as sets of terms, read straight from the file."""
-        import pyoxigraph as ox
-
-        out: dict = defaultdict(lambda: defaultdict(set))
-        into: dict = defaultdict(lambda: defaultdict(set))
-        for triple in ox.parse(path=str(contract_nt), format=ox.RdfFormat.N_TRIPLES):
-            s, p, o = triple.subject.value, triple.predicate.value, triple.object
-            out[s][p].add(o)
-            if isinstance(o, ox.NamedNode):
-                into[o.value][p].add(triple.subject)
-        return out, into
 
     def test_implements_the_protocol(self, contract_kgs, dialect):
         kg = contract_kgs[dialect]

@@ -7,6 +7,7 @@ Servers start lazily, so selecting tests with -k starts only what they need.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +90,19 @@ def reference_kgs(contract_files) -> Iterator[dict[str, object]]:
     yield kgs
     for kg in kgs.values():
         kg.close()
+
+
+@pytest.fixture(scope="session")
+def facts(contract_nt):
+    """out[s][p] and into[o][p] as sets of terms, read straight from the file."""
+    import pyoxigraph as ox
+
+    out: dict = defaultdict(lambda: defaultdict(set))
+    into: dict = defaultdict(lambda: defaultdict(set))
+    for triple in ox.parse(path=str(contract_nt), format=ox.RdfFormat.N_TRIPLES):
+        s, p, o = triple.subject.value, triple.predicate.value, triple.object
+        out[s][p].add(o)
+        if isinstance(o, ox.NamedNode):
+            into[o.value][p].add(triple.subject)
+    return out, into
+

@@ -17,6 +17,7 @@ from ppoga_dspy.testing.fixtures import (  # fixtures, re-exported for the KG te
     contract_kgs,
     contract_nt,
     engine_spec,
+    facts,
     reference_kgs,
     server_dir,
 )
@@ -25,7 +26,7 @@ from tests.conftest import DEMO_KG, shared_data
 HERE_DATA = Path(__file__).resolve().parent / "data"
 MINI_ONTOLOGY = HERE_DATA / "ontology"
 
-__all__ = ["ENGINES", "contract_kgs", "contract_nt", "engine_spec", "reference_kgs", "server_dir"]
+__all__ = ["ENGINES", "contract_kgs", "contract_nt", "engine_spec", "facts", "reference_kgs", "server_dir"]
 
 
 shared = shared_data  # a file under ../shared/data, or skip the test with the reason when it is absent
