@@ -94,7 +94,7 @@ def _chats() -> list[list[dict[str, str]]]:
 @pytest.mark.slow
 def test_fast_fp32_engine_gives_the_legacy_greedy_replies():
     legacy = EmbeddedEngine(legacy=True)
-    fast = EmbeddedEngine(dtype="float32")
+    fast = EmbeddedEngine(dtype="float32", stop_loops=False)  # the legacy engine decodes loops out
     store = fast.loaded().prefix_cache
     store.clear()
     for chat in _chats():
@@ -109,3 +109,13 @@ def test_prefix_cache_does_not_change_the_reply():
     chats = _chats()
     for chat in chats + chats[:1]:  # a repeat of the first chat is (nearly) all cache hit
         assert cached.generate(chat, max_tokens=24) == uncached.generate(chat, max_tokens=24)
+
+
+def test_greedy_loops_are_recognised_only_when_long_enough():
+    from ppoga_dspy.lm.embedded import greedy_loop
+
+    block = [5, 6, 7, 8, 9, 10]
+    assert greedy_loop([1, 2, 3] + block * 4) == 6  # 24 tokens, four copies
+    assert greedy_loop([1, 2, 3] + block * 3) == 0  # 18 tokens: too short to call it a loop
+    assert greedy_loop(list(range(40))) == 0
+    assert greedy_loop([4] * 23) == 0 and greedy_loop([4] * 24) == 1
