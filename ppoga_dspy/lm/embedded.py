@@ -373,15 +373,19 @@ class _LoadProgress:
     def __init__(self, name: str, steps: list[str]) -> None:
         from tqdm.auto import tqdm
 
-        self.steps = steps
-        self.bar = tqdm(total=len(steps), desc=f"loading local/{name}", file=sys.stderr, leave=False,
-                        bar_format="{desc}: {n}/{total} {postfix} [{elapsed}]", disable=False)
-        self.bar.set_postfix_str(steps[0] if steps else "")
+        self.name, self.steps = name, steps
+        # disable=False: a line also in CI logs (not a TTY), where a silent minute looks like a hang.
+        self.bar = tqdm(total=len(steps), file=sys.stderr, leave=False, disable=False,
+                        bar_format="{desc} {n}/{total} [{elapsed}]")
+        self._describe()
+
+    def _describe(self) -> None:
+        step = self.steps[self.bar.n] if self.bar.n < len(self.steps) else "ready"
+        self.bar.set_description_str(f"loading local/{self.name}: {step}")
 
     def advance(self) -> None:
         self.bar.update(1)
-        if self.bar.n < len(self.steps):
-            self.bar.set_postfix_str(self.steps[self.bar.n])
+        self._describe()
 
     def close(self) -> None:
         self.bar.close()
