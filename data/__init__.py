@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["DEMO_KG", "DEMO_QUESTIONS", "demo_file"]
+__all__ = ["DEMO_KG", "DEMO_QUESTIONS", "DEMO_TRAIN", "demo_file"]
 
 
 def demo_file(name: str) -> Path:
@@ -27,3 +27,4 @@ def demo_file(name: str) -> Path:
 
 DEMO_KG = demo_file("demo-kg.nt")
 DEMO_QUESTIONS = demo_file("questions.jsonl")
+DEMO_TRAIN = demo_file("train-questions.jsonl")

@@ -31,12 +31,14 @@ def store():
     return st
 
 
-def _read_questions() -> list[dict]:
-    with (DEMO / "questions.jsonl").open(encoding="utf-8") as f:
+def _read_questions(name: str = "questions.jsonl") -> list[dict]:
+    with (DEMO / name).open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
 QUESTIONS = _read_questions()
+# Training questions for the default artifact (scripts/make_demo_train.py): same proofs, and disjoint.
+TRAIN = _read_questions("train-questions.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +144,7 @@ def test_question_file_shape(questions, store):
             assert name in _names(store, mid), (q["id"], mid)
 
 
-@pytest.mark.parametrize("q", QUESTIONS, ids=[q["id"] for q in QUESTIONS])
+@pytest.mark.parametrize("q", QUESTIONS + TRAIN, ids=[q["id"] for q in QUESTIONS + TRAIN])
 def test_gold_path_reaches_exactly_the_answers(q, store):
     start = next(iter(q["topic_entities"]))
     reached = _walk(store, start, q["path"])
@@ -154,3 +156,14 @@ def test_gold_path_reaches_exactly_the_answers(q, store):
             assert set(group) <= accepted, (q["id"], mid)
     else:
         assert reached == set(q["answers"]), q["id"]
+
+
+def test_training_questions_never_repeat_a_demo_question():
+    demo_texts = {q["question"] for q in QUESTIONS}
+    demo_walks = {(next(iter(q["topic_entities"])), tuple(q["path"])) for q in QUESTIONS}
+    assert len(TRAIN) >= 60 and len({q["id"] for q in TRAIN}) == len(TRAIN)
+    for q in TRAIN:
+        assert q["question"] not in demo_texts, q["id"]
+        assert (next(iter(q["topic_entities"])), tuple(q["path"])) not in demo_walks, q["id"]
+    shown = {"Where was the director of Inception born?", "Who is the spouse of Christopher Nolan?"}
+    assert not shown & {q["question"] for q in TRAIN}  # the questions the README shows are held out

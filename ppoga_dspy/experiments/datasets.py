@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.data import DEMO_QUESTIONS
+from ppoga_dspy.data import DEMO_QUESTIONS, DEMO_TRAIN
 from ppoga_dspy.errors import ConfigError, DataError
 
 SPLITS = ("train", "dev", "test")
@@ -287,7 +287,9 @@ _LOADERS: dict[str, Callable[[Path], list]] = {
     "demo": _load_demo,
 }
 DATASET_FORMATS: tuple[str, ...] = tuple(_LOADERS)
-SHORT_NAMES: dict[str, tuple[str, Path]] = {"demo": ("demo", DEMO_QUESTIONS)}
+# `demo-train`: questions over the demo KG, disjoint from the demo's own (scripts/make_demo_train.py); the
+# default artifact of the embedded model is compiled on them.
+SHORT_NAMES: dict[str, tuple[str, Path]] = {"demo": ("demo", DEMO_QUESTIONS), "demo-train": ("demo", DEMO_TRAIN)}
 
 
 def parse_spec(spec: str) -> tuple[str, Path]:
