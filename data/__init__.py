@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["DEMO_KG", "DEMO_QUESTIONS", "DEMO_TRAIN", "demo_file"]
+__all__ = ["DEMO_KG", "DEMO_QUESTIONS", "DEMO_TRAIN", "default_artifact", "demo_file"]
 
 
 def demo_file(name: str) -> Path:
@@ -24,6 +24,25 @@ def demo_file(name: str) -> Path:
         pass
     return Path(__file__).resolve().parent / "demo" / name
 
+
+def default_artifact(lm_description: str) -> Path | None:
+    """The compiled artifact shipped for this LM (used when no --program is given), or None.
+
+    Only the embedded offline model has one: it is the main job's default, and a 270M base model
+    needs its demos (see README, "Compile and tune").
+    """
+    name = _DEFAULT_ARTIFACTS.get(lm_description)
+    if name is None:
+        return None
+    try:
+        path = Path(str(resources.files(__name__).joinpath(name)))
+    except (ModuleNotFoundError, TypeError):
+        path = Path(__file__).resolve().parent / name
+    return path if path.is_file() else None
+
+
+# LM spec (as `lm_spec_of` writes it) -> artifact file in this folder, made by `ppoga compile`.
+_DEFAULT_ARTIFACTS = {"local/gemma3-270m": "embedded-demo.json"}
 
 DEMO_KG = demo_file("demo-kg.nt")
 DEMO_QUESTIONS = demo_file("questions.jsonl")

@@ -39,7 +39,8 @@ class ProgramSettings(BaseModel):
     ontology: str | None = None
     dataset: str | None = Field(None, description="dataset spec, used to find a benchmark's own KG")
     lm: Any = Field(None, description="an LMSettings, or None for the defaults (env, TOML, embedded model)")
-    program: str | None = Field(None, description="artifact path from `ppoga compile` / `ppoga tune`")
+    program: str | None = Field(None, description="artifact path from `ppoga compile` / `ppoga tune`; None: the "
+                                "artifact shipped for this LM if there is one; 'none': no artifact (zero-shot)")
     overrides: dict[str, str] = Field(default_factory=dict, description="threshold NAME -> VALUE (text)")
 
 
@@ -51,6 +52,7 @@ class OpenedProgram:
     kg: Any
     lm_description: str
     artifact: Any = None
+    artifact_path: str | None = None
 
 
 def default_kg_path(dataset_spec: str | None) -> Path:
@@ -134,19 +136,26 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
     """
     from ppoga_dspy.method.program import PPoGA
 
-    artifact = None
-    if settings.program:
-        from ppoga_dspy.optimizers.artifact import load_artifact
+    from ppoga_dspy.optimizers.artifact import load_artifact
 
-        artifact = load_artifact(settings.program)
+    artifact, artifact_path = None, None
+    if settings.program and settings.program.lower() != "none":
+        artifact, artifact_path = load_artifact(settings.program), settings.program
     thresholds_with(settings.overrides)  # fail fast on a bad --set, before any work
     kg = open_kg_for(settings)
     try:
         role_lms, description = role_lms_for(settings, examples=examples)
         program = PPoGA(kg, role_lms=role_lms)
+        if settings.program is None:  # no --program: the artifact shipped for this LM, if any
+            from ppoga_dspy.data import default_artifact
+
+            shipped = default_artifact(description)
+            if shipped is not None:
+                artifact, artifact_path = load_artifact(shipped), str(shipped)
         if artifact is not None:
             artifact.apply(program, lm_description=description)
         program.thresholds = thresholds_with(settings.overrides, program.thresholds)
-        yield OpenedProgram(program=program, kg=kg, lm_description=description, artifact=artifact)
+        yield OpenedProgram(program=program, kg=kg, lm_description=description, artifact=artifact,
+                            artifact_path=artifact_path)
     finally:
         kg.close()

@@ -35,7 +35,8 @@ def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = 
     add_lm_options(parser)
     group = parser.add_argument_group("program")
     group.add_argument("--program", metavar="ARTIFACT", default=None,
-                       help="a compiled artifact from `ppoga compile`/`ppoga tune` (prompts, demos, thresholds)")
+                       help="a compiled artifact from `ppoga compile`/`ppoga tune` (prompts, demos, thresholds); "
+                            "default: the one shipped for the embedded model; `none`: zero-shot")
     group.add_argument("--set", dest="threshold_overrides", action="append", default=[], metavar="NAME=VALUE",
                        help="override one threshold, e.g. --set max_replans=0 --set use_prediction=false")
 
