@@ -135,7 +135,6 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
     nothing (no server started, no model loaded).
     """
     from ppoga_dspy.method.program import PPoGA
-
     from ppoga_dspy.optimizers.artifact import load_artifact
 
     artifact, artifact_path = None, None
