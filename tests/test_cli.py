@@ -49,3 +49,46 @@ def test_each_error_kind_has_its_own_exit_code():
     assert exit_code_of(InvalidIdentifier("bad id")) == ConfigError.exit_code  # the user's input to fix
     assert exit_code_of(LMConfigError("bad spec")) == ConfigError.exit_code
     assert exit_code_of(RuntimeError("bug")) == 1
+
+
+def _one_error_line(err: str, command: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"ppoga {command}: error: ") and "  " not in lines[0]
+    return lines[0]
+
+
+def test_flags_are_checked_before_any_work_one_line_each(capsys, tmp_path):
+    import pytest
+
+    from ppoga_dspy.errors import ConfigError
+
+    out = str(tmp_path / "r.jsonl")
+    for bad, expected in ((["--threads", "0"], "--threads: 0 is too small"),
+                          (["--threads", "-3"], "--threads: -3 is too small"),
+                          (["--limit", "0"], "omit --limit to run every question")):
+        with pytest.raises(SystemExit) as stop:
+            main(["eval", "--dataset", "demo", "--lm", "oracle/gold-path", "--out", out, *bad])
+        assert stop.value.code == ConfigError.exit_code
+        assert expected in _one_error_line(capsys.readouterr().err, "eval")
+    assert main(["ask", "Who?", "--set", "max_replans=abc"]) == ConfigError.exit_code
+    assert "max_replans" in _one_error_line(capsys.readouterr().err, "ask")
+    # The provider is checked before the KG is opened: a missing KG file would otherwise be the error (exit 3).
+    missing_kg = str(tmp_path / "no-such-kg.nt")
+    assert main(["eval", "--dataset", "demo", "--lm", "foo/bar", "--kg", missing_kg, "--out", out]) == 2
+    line = _one_error_line(capsys.readouterr().err, "eval")
+    assert "unknown provider 'foo'" in line and "openai" in line
+    assert main(["eval", "--dataset", "demo", "--lm", "oracle/gold-path", "--executor-lm", "nope/x",
+                 "--kg", missing_kg, "--out", out]) == 2
+    assert "--executor-lm nope/x: unknown provider" in capsys.readouterr().err
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_known_providers_come_from_litellm_offline():
+    from ppoga_dspy.app.checks import check_lm_spec, known_providers
+
+    names = known_providers()
+    assert {"openai", "anthropic", "hosted_vllm", "ollama_chat", "local"} <= names and "foo" not in names
+    for spec in ("openai/gpt-4o-mini", "hosted_vllm/Qwen/Qwen2.5-7B-Instruct", "local/embedded", "oracle/gold-path",
+                 "openai/qwen@http://127.0.0.1:8000/v1"):
+        check_lm_spec(spec)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ppoga_dspy.cli.common import (
+    THREADS,
     add_dataset_options,
     add_program_options,
     load_examples,
@@ -23,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Evaluate on a dataset. Questions already in --out are skipped, so an interrupted run resumes.",
     )
     add_dataset_options(run, split=None, split_help="a deterministic split (default: every question)")
-    run.add_argument("--threads", type=int, default=1, help="questions in parallel (default 1)")
+    run.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
     run.add_argument("--out", required=True, type=Path, metavar="RUN.jsonl", help="run file (appended; resumable)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object on the last line")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -29,8 +29,10 @@ def add_kg_options(parser: argparse.ArgumentParser, *, required: bool = True) ->
         default=None,
         help="KG dialect (default: detected for files, stored for store directories, freebase for URLs)",
     )
-    group.add_argument("--timeout", type=float, default=30.0, help="seconds per KG query (default 30)")
-    group.add_argument("--retries", type=int, default=3, help="retries for a failing endpoint (default 3)")
+    from ppoga_dspy.cli.common import at_least, positive_float
+
+    group.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per KG query (default 30)")
+    group.add_argument("--retries", type=at_least(0), default=3, help="retries for a failing endpoint (default 3)")
     group.add_argument(
         "--ontology", default=None, metavar="DIR", help="GrailQA ontology folder for Freebase mediator (CVT) types"
     )
@@ -47,6 +49,12 @@ def kg_from_args(args: argparse.Namespace):
         retries=args.retries,
         ontology=getattr(args, "ontology", None),
     )
+
+
+def _positive(text: str) -> int:
+    from ppoga_dspy.cli.common import at_least
+
+    return at_least(1)(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,14 +81,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     nb.add_argument("entity", metavar="ENTITY")
     nb.add_argument("relation", metavar="RELATION")
     nb.add_argument("--direction", choices=("in", "out"), default="out")
-    nb.add_argument("--limit", type=int, default=100)
+    nb.add_argument("--limit", type=_positive, default=100)
     nb.add_argument("--json", action="store_true", help="print JSON")
     add_kg_options(nb)
     nb.set_defaults(handler=_neighbors)
 
     find = sub.add_parser("find", help="entities whose name matches TEXT")
     find.add_argument("text", metavar="TEXT")
-    find.add_argument("--limit", type=int, default=10)
+    find.add_argument("--limit", type=_positive, default=10)
     find.add_argument("--json", action="store_true", help="print JSON")
     add_kg_options(find)
     find.set_defaults(handler=_find)
