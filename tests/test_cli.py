@@ -92,3 +92,34 @@ def test_known_providers_come_from_litellm_offline():
     for spec in ("openai/gpt-4o-mini", "hosted_vllm/Qwen/Qwen2.5-7B-Instruct", "local/embedded", "oracle/gold-path",
                  "openai/qwen@http://127.0.0.1:8000/v1"):
         check_lm_spec(spec)
+
+
+def test_exit_codes_say_what_happened(capsys, tmp_path):
+    import json
+
+    from ppoga_dspy.errors import QUESTIONS_FAILED, ConfigError
+    from tests.conftest import shared_data
+
+    out = tmp_path / "down.jsonl"
+    code = main(["eval", "--dataset", "demo", "--lm", "oracle/gold-path", "--limit", "2", "--out", str(out),
+                 "--kg", "http://127.0.0.1:9/sparql", "--timeout", "0.5", "--retries", "0", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == QUESTIONS_FAILED, captured.err
+    assert "2 of 2 questions failed" in captured.err and "--retry-failed" in captured.err
+    assert len(out.read_text().splitlines()) == 2  # the run file is still complete
+    # report --json: stdout is JSON and nothing else
+    assert main(["report", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["failed"] == 2 and "PPoGA evaluation" not in captured.out + captured.err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["report", str(empty)]) == DataError.exit_code
+    assert "is empty" in _one_error_line(capsys.readouterr().err, "report")
+    kb = str(shared_data("pathquestion", "2H-kb.txt"))
+    assert main(["kg", "relations", "no_such_person", "--kg", kb]) == ConfigError.exit_code
+    assert "entity 'no_such_person' is unknown" in _one_error_line(capsys.readouterr().err, "kg")
+    assert main(["kg", "neighbors", "ludwig_ii_of_bavaria", "no_such_relation", "--kg", kb]) == ConfigError.exit_code
+    line = _one_error_line(capsys.readouterr().err, "kg")
+    assert "relation 'no_such_relation' is unknown" in line and "parents" in line
+    assert main(["kg", "neighbors", "ludwig_ii_of_bavaria", "parents", "--kg", kb, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["neighbors"]

@@ -61,7 +61,15 @@ def _eval(args: argparse.Namespace) -> int:
     summary.update(run=str(args.out), dataset=args.dataset, split=args.split, skipped=result.skipped,
                    ran=result.ran, interrupted=result.interrupted)
     _print_summaries({str(args.out): summary}, as_json=args.json)
-    return 130 if result.interrupted else 0
+    from ppoga_dspy.errors import INTERRUPTED, QUESTIONS_FAILED
+
+    if result.interrupted:
+        return INTERRUPTED
+    if summary["failed"]:
+        print(f"ppoga eval: {summary['failed']} of {summary['n']} questions failed (see status and error in "
+              f"{args.out}); rerun them with --retry-failed", file=sys.stderr)
+        return QUESTIONS_FAILED
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -71,7 +79,11 @@ def _report(args: argparse.Namespace) -> int:
     for path in args.runs:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
-        summaries[str(path)] = summarize(read_run(path))
+        rows = read_run(path)
+        if not rows:
+            raise EvaluationError(f"{path} is empty: it holds no finished question; `ppoga eval ... --out {path}` "
+                                  "fills it")
+        summaries[str(path)] = summarize(rows)
     _print_summaries(summaries, as_json=args.json)
     return 0
 
@@ -81,8 +93,7 @@ def _print_summaries(summaries: dict, *, as_json: bool) -> None:
 
     from ppoga_dspy.experiments.evaluate import summary_table
 
-    if as_json:
-        Console(stderr=True).print(summary_table(summaries))
+    if as_json:  # stdout carries the JSON and nothing else
         print_json(next(iter(summaries.values())) if len(summaries) == 1 else summaries)
     else:
         Console().print(summary_table(summaries))

@@ -143,6 +143,27 @@ def resolve_entity(kg, text: str) -> str:
         return found[0].id
 
 
+def _check_entity_known(kg, entity: str) -> None:
+    """Raise EntityNotFound (exit 2) when `entity` is in no triple (an IRN id is any text: its syntax says nothing)."""
+    from ppoga_dspy.kg import Direction, EntityNotFound
+
+    if not any(kg.relations(entity, d) for d in (Direction.OUT, Direction.IN)):
+        raise EntityNotFound(f"entity {entity!r} is unknown: it is in no triple of {kg.name}; "
+                             f"`ppoga kg find TEXT --kg ...` looks it up by name")
+
+
+def _check_relation_known(kg, entity: str, relation: str, direction: str) -> None:
+    """Raise EntityNotFound (exit 2) when `relation` is not one of `entity`'s relations in that direction."""
+    from ppoga_dspy.kg import Direction, EntityNotFound
+
+    _check_entity_known(kg, entity)
+    have = sorted({r.id for r in kg.relations(entity, Direction(direction))})
+    if relation not in have:
+        shown = ", ".join(have[:8]) + (", ..." if len(have) > 8 else "")
+        raise EntityNotFound(f"relation {relation!r} is unknown for {entity} ({direction}); its relations: "
+                             f"{shown or 'none'} (`ppoga kg relations {entity} --kg ...` lists them)")
+
+
 def _relations(args: argparse.Namespace) -> int:
     from ppoga_dspy.kg import Direction
 
@@ -151,6 +172,8 @@ def _relations(args: argparse.Namespace) -> int:
         args.entity = resolve_entity(kg, args.entity)
         directions = [Direction.OUT, Direction.IN] if args.direction == "both" else [Direction(args.direction)]
         found = [r for d in directions for r in kg.relations(args.entity, d)]
+        if not found:
+            _check_entity_known(kg, args.entity)
     finally:
         kg.close()
     if args.json:
@@ -165,6 +188,8 @@ def _neighbors(args: argparse.Namespace) -> int:
     try:
         args.entity = resolve_entity(kg, args.entity)
         found = kg.neighbors(args.entity, args.relation, args.direction, args.limit)
+        if not found:
+            _check_relation_known(kg, args.entity, args.relation, args.direction)
     finally:
         kg.close()
     if args.json:
