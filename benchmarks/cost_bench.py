@@ -5,7 +5,7 @@ the real graph to find the answer), so the figures are what the method itself co
 turn, no retry. Compare with PoG's released GPT-3.5 runs (median 5 calls on WebQSP, 9 on CWQ;
 mean 9.0 and 13.8), which include PoG's own mistakes and corrections.
 
-    python benchmarks/cost_bench.py [--per-file 100] [--data ../shared/data]
+    python benchmarks/cost_bench.py [--per-file 100] [--data DIR]   (DIR default: $PPOGA_DATA, ../shared/data)
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from _data import add_data_option, data_dir
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -35,13 +37,11 @@ POG = {"WebQSP": (9.0, 5), "CWQ": (13.8, 9), "GrailQA": (6.5, 4)}
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    add_data_option(parser)
     parser.add_argument("--per-file", type=int, default=100, help="questions per file (seeded sample)")
     parser.add_argument("--no-prediction", action="store_true", help="ablation: PredictOutcome off")
     args = parser.parse_args()
-    if not args.data.exists():
-        print(f"no benchmark data at {args.data}", file=sys.stderr)
-        return 1
+    args.data = data_dir(args.data, needs=FILES[0][1])
 
     import dspy
 

@@ -21,24 +21,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _data import add_data_option, data_dir
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-IRN_KBS = [
-    DATA / "wc2014" / "WC2014.txt",
-    DATA / "pathquestion" / "PQL3-KB.txt",
-    DATA / "pathquestion" / "PQL2-KB.txt",
-    DATA / "pathquestion" / "3H-kb.txt",
-    DATA / "pathquestion" / "2H-kb.txt",
-]
+IRN_KBS = ["wc2014/WC2014.txt", "pathquestion/PQL3-KB.txt", "pathquestion/PQL2-KB.txt", "pathquestion/3H-kb.txt",
+           "pathquestion/2H-kb.txt"]
 
 
-def largest_kb() -> Path:
-    present = [p for p in IRN_KBS if p.is_file()]
+def largest_kb(data: Path) -> Path:
+    present = [data / p for p in IRN_KBS if (data / p).is_file()]
     if not present:
-        sys.exit(f"no IRN KB found under {DATA}; pass --kb PATH")
+        sys.exit(f"kg_bench.py: no IRN KB found under {data}; pass --kb PATH or --data DIR")
     return max(present, key=lambda p: sum(1 for line in p.open(encoding="utf-8") if line.strip()))
 
 
@@ -91,7 +87,8 @@ def measure(name: str, spec, pairs, rows: list) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kb", type=Path, default=None, help="IRN KB file (default: the largest under ../shared/data)")
+    parser.add_argument("--kb", type=Path, default=None, help="IRN KB file (default: the largest in the data folder)")
+    add_data_option(parser)
     parser.add_argument("--ops", type=int, default=4000, help="look-ups per configuration (default 4000)")
     parser.add_argument("--no-virtuoso", action="store_true", help="skip Virtuoso even when its binaries exist")
     args = parser.parse_args()
@@ -99,7 +96,7 @@ def main() -> int:
     from ppoga_dspy.kg import servers
     from ppoga_dspy.kg.importers import export_ntriples
 
-    kb = args.kb or largest_kb()
+    kb = args.kb or largest_kb(data_dir(args.data))
     pairs = workload(kb, args.ops)
     rows: list = []
     print(f"KB {kb} ({len(set(pairs))} distinct entity/relation pairs), {args.ops} look-ups per row", file=sys.stderr)

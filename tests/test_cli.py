@@ -57,3 +57,77 @@ def test_ask_with_a_missing_kg_is_one_line_and_no_traceback(tmp_path):
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "nowhere.nt" in lines[0] and "Traceback" not in result.stderr
+
+
+def _one_error_line(err: str, command: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"ppoga {command}: error: ") and "  " not in lines[0]
+    return lines[0]
+
+
+def test_flags_are_checked_before_any_work_one_line_each(capsys, tmp_path):
+    import pytest
+
+    from ppoga_dspy.errors import ConfigError
+
+    out = str(tmp_path / "r.jsonl")
+    for bad, expected in ((["--threads", "0"], "--threads: 0 is too small"),
+                          (["--threads", "-3"], "--threads: -3 is too small"),
+                          (["--limit", "0"], "omit --limit to run every question")):
+        with pytest.raises(SystemExit) as stop:
+            main(["eval", "--dataset", "demo", "--lm", "oracle/gold-path", "--out", out, *bad])
+        assert stop.value.code == ConfigError.exit_code
+        assert expected in _one_error_line(capsys.readouterr().err, "eval")
+    assert main(["ask", "Who?", "--set", "max_replans=abc"]) == ConfigError.exit_code
+    assert "max_replans" in _one_error_line(capsys.readouterr().err, "ask")
+    # The provider is checked before the KG is opened: a missing KG file would otherwise be the error (exit 3).
+    missing_kg = str(tmp_path / "no-such-kg.nt")
+    assert main(["eval", "--dataset", "demo", "--lm", "foo/bar", "--kg", missing_kg, "--out", out]) == 2
+    line = _one_error_line(capsys.readouterr().err, "eval")
+    assert "unknown provider 'foo'" in line and "openai" in line
+    assert main(["eval", "--dataset", "demo", "--lm", "oracle/gold-path", "--executor-lm", "nope/x",
+                 "--kg", missing_kg, "--out", out]) == 2
+    assert "--executor-lm nope/x: unknown provider" in capsys.readouterr().err
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_known_providers_come_from_litellm_offline():
+    from ppoga_dspy.app.checks import check_lm_spec, known_providers
+
+    names = known_providers()
+    assert {"openai", "anthropic", "hosted_vllm", "ollama_chat", "local"} <= names and "foo" not in names
+    for spec in ("openai/gpt-4o-mini", "hosted_vllm/Qwen/Qwen2.5-7B-Instruct", "local/embedded", "oracle/gold-path",
+                 "openai/qwen@http://127.0.0.1:8000/v1"):
+        check_lm_spec(spec)
+
+
+def test_exit_codes_say_what_happened(capsys, tmp_path):
+    import json
+
+    from ppoga_dspy.errors import QUESTIONS_FAILED, ConfigError
+    from tests.conftest import shared_data
+
+    out = tmp_path / "down.jsonl"
+    code = main(["eval", "--dataset", "demo", "--lm", "oracle/gold-path", "--limit", "2", "--out", str(out),
+                 "--kg", "http://127.0.0.1:9/sparql", "--timeout", "0.5", "--retries", "0", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == QUESTIONS_FAILED, captured.err
+    assert "2 of 2 questions failed" in captured.err and "--retry-failed" in captured.err
+    assert len(out.read_text().splitlines()) == 2  # the run file is still complete
+    # report --json: stdout is JSON and nothing else
+    assert main(["report", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["failed"] == 2 and "PPoGA evaluation" not in captured.out + captured.err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["report", str(empty)]) == DataError.exit_code
+    assert "is empty" in _one_error_line(capsys.readouterr().err, "report")
+    kb = str(shared_data("pathquestion", "2H-kb.txt"))
+    assert main(["kg", "relations", "no_such_person", "--kg", kb]) == ConfigError.exit_code
+    assert "entity 'no_such_person' is unknown" in _one_error_line(capsys.readouterr().err, "kg")
+    assert main(["kg", "neighbors", "ludwig_ii_of_bavaria", "no_such_relation", "--kg", kb]) == ConfigError.exit_code
+    line = _one_error_line(capsys.readouterr().err, "kg")
+    assert "relation 'no_such_relation' is unknown" in line and "parents" in line
+    assert main(["kg", "neighbors", "ludwig_ii_of_bavaria", "parents", "--kg", kb, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["neighbors"]

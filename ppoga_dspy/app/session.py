@@ -131,9 +131,12 @@ def open_kg_for(settings: ProgramSettings):
 def open_program(settings: ProgramSettings, *, examples: list | None = None) -> Iterator[OpenedProgram]:
     """Open the KG, build the role LMs and the program, apply the artifact and overrides; close the KG after.
 
-    The artifact and the threshold overrides are checked before the KG is opened, so a bad flag costs
-    nothing (no server started, no model loaded).
+    The LM specs' providers, the artifact and the threshold overrides are checked before the KG is
+    opened, so a bad flag costs nothing (no server started, no model loaded).
     """
+    from ppoga_dspy.app.checks import check_lm_settings
+
+    check_lm_settings(settings.lm)  # an unknown provider is found here, not at the first call
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.optimizers.artifact import load_artifact
 

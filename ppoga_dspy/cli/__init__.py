@@ -23,8 +23,20 @@ from ppoga_dspy import __version__
 _COMMAND_MODULES = ("ask", "eval", "compile", "tune", "kg")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `ppoga eval: error: argument --threads: ... (see ppoga eval --help)`.
+
+    The usage block argparse prints by default buries the one line that says what is wrong.
+    Sub-parsers inherit the class, so every command behaves the same.
+    """
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        text = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {text} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ppoga",
         description="Answer questions over knowledge graphs with PPoGA, a compiled DSPy program.",
     )

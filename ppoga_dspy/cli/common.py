@@ -15,8 +15,39 @@ from typing import Any
 
 from ppoga_dspy.experiments.scripted import ORACLE_LM
 
-__all__ = ["ORACLE_LM", "add_dataset_options", "add_program_options", "load_examples", "offline_environment",
-           "print_json", "program_settings"]
+__all__ = ["ORACLE_LM", "add_dataset_options", "add_program_options", "at_least", "load_examples",
+           "offline_environment", "positive_float", "print_json", "program_settings"]
+
+
+def at_least(minimum: int, *, hint: str = ""):
+    """An argparse `type` for an integer >= minimum; a bad value is one line saying what is accepted."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is too small; use {minimum} or more{hint}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse `type` for a number > 0 (seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a number of seconds above 0")
+    return value
+
+
+#: `--threads`: questions in parallel, at least one.
+THREADS = at_least(1, hint=" (questions answered in parallel)")
 
 
 def offline_environment() -> None:
@@ -47,7 +78,8 @@ def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, s
                         help="FORMAT:PATH (e.g. wc2014:../shared/data/wc2014/WC-P1.txt) or a short name (demo)")
     parser.add_argument("--split", choices=("train", "dev", "test"), default=split, help=split_help)
     parser.add_argument("--seed", type=int, default=0, help="split (and optimizer/sampler) seed (default 0)")
-    parser.add_argument("--limit", type=int, default=None, help="at most N questions (after splitting)")
+    parser.add_argument("--limit", type=at_least(1, hint="; omit --limit to run every question"), default=None,
+                        help="at most N questions (after splitting; default: all)")
 
 
 def load_examples(args: argparse.Namespace, *, split: str | None = None, limit: int | None = None) -> list:
@@ -60,9 +92,12 @@ def load_examples(args: argparse.Namespace, *, split: str | None = None, limit: 
 def program_settings(args: argparse.Namespace):
     """The `ProgramSettings` the flags describe (checked here, before any KG or model is opened)."""
     from ppoga_dspy.app import ProgramSettings
+    from ppoga_dspy.app.checks import check_lm_settings
     from ppoga_dspy.app.session import parse_overrides
     from ppoga_dspy.lm import lm_settings_from_args
 
+    lm_settings = lm_settings_from_args(args)
+    check_lm_settings(lm_settings)  # before any dataset is read, KG opened or model loaded
     return ProgramSettings(
         kg=getattr(args, "kg", None),
         dialect=getattr(args, "dialect", None),
@@ -70,7 +105,7 @@ def program_settings(args: argparse.Namespace):
         retries=getattr(args, "retries", 3),
         ontology=getattr(args, "ontology", None),
         dataset=getattr(args, "dataset", None),
-        lm=lm_settings_from_args(args),
+        lm=lm_settings,
         program=getattr(args, "program", None),
         overrides=parse_overrides(getattr(args, "threshold_overrides", []) or []),
     )

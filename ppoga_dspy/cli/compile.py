@@ -8,8 +8,10 @@ from pathlib import Path
 
 from ppoga_dspy.cli.common import (
     ORACLE_LM,
+    THREADS,
     add_dataset_options,
     add_program_options,
+    at_least,
     load_examples,
     offline_environment,
     print_json,
@@ -27,15 +29,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_dataset_options(cmd, split="train", split_help="split to compile on (default train)")
     cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
-    cmd.add_argument("--dev-limit", type=int, default=None, help="at most N dev questions")
+    cmd.add_argument("--dev-limit", type=at_least(1), default=None, help="at most N dev questions")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
     cmd.add_argument("--teacher-lm", metavar="SPEC", default=None,
                      help=f"LM that runs the teacher / proposes prompts; {ORACLE_LM} writes demos from the training "
                           "split's gold paths")
-    cmd.add_argument("--max-demos", type=int, default=3, help="demos per predictor (default 3)")
-    cmd.add_argument("--candidates", type=int, default=4, help="candidate programs for random search (default 4)")
+    cmd.add_argument("--max-demos", type=at_least(0), default=3, help="demos per predictor (default 3)")
+    cmd.add_argument("--candidates", type=at_least(1), default=4, 
+                     help="candidate programs for random search (default 4)")
     cmd.add_argument("--budget", choices=("light", "medium", "heavy"), default="light", help="MIPROv2/GEPA budget")
-    cmd.add_argument("--threads", type=int, default=1)
+    cmd.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true", help="print the scores as JSON")
     add_program_options(cmd)
@@ -44,9 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _compile(args: argparse.Namespace) -> int:
     offline_environment()
+    from ppoga_dspy.app.checks import check_lm_spec
     from ppoga_dspy.optimizers.artifact import Artifact
     from ppoga_dspy.optimizers.compile import compile_program
 
+    check_lm_spec(args.teacher_lm, flag="--teacher-lm")
     trainset = load_examples(args)
     devset = load_examples(args, split=args.dev_split, limit=args.dev_limit)
     teacher = None

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ppoga_dspy.cli.common import (
+    THREADS,
     add_dataset_options,
     add_program_options,
     load_examples,
@@ -23,10 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Evaluate on a dataset. Questions already in --out are skipped, so an interrupted run resumes.",
     )
     add_dataset_options(run, split=None, split_help="a deterministic split (default: every question)")
-    run.add_argument("--threads", type=int, default=1, help="questions in parallel (default 1)")
+    run.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
     run.add_argument("--out", required=True, type=Path, metavar="RUN.jsonl", help="run file (appended; resumable)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object on the last line")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--retry-failed", action="store_true",
+                     help="also rerun the questions whose row in --out failed (the new row replaces the old one)")
     add_program_options(run)
     run.set_defaults(handler=_eval)
 
@@ -39,23 +42,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _eval(args: argparse.Namespace) -> int:
     offline_environment()
     from ppoga_dspy.app import open_program
-    from ppoga_dspy.experiments.evaluate import example_id, run_evaluation, summarize
+    from ppoga_dspy.experiments.evaluate import example_id, program_fingerprint, run_evaluation, summarize
+    from ppoga_dspy.experiments.runs import run_lock
 
     settings = program_settings(args)
     examples = load_examples(args)
-    with open_program(settings, examples=examples) as opened:
+    with run_lock(args.out), open_program(settings, examples=examples) as opened:
         print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
               f"{f' ({args.split})' if args.split else ''} on {opened.kg.name} with {opened.lm_description}",
               file=sys.stderr)
+        provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program)}
         result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
-                                progress=not args.no_progress)
+                                progress=not args.no_progress, provenance=provenance,
+                                retry_failed=args.retry_failed)
     wanted = {example_id(ex) for ex in examples}
     rows = [row for row in result.rows if row.get("id") in wanted]
     summary = summarize(rows)
     summary.update(run=str(args.out), dataset=args.dataset, split=args.split, skipped=result.skipped,
                    ran=result.ran, interrupted=result.interrupted)
     _print_summaries({str(args.out): summary}, as_json=args.json)
-    return 130 if result.interrupted else 0
+    from ppoga_dspy.errors import INTERRUPTED, QUESTIONS_FAILED
+
+    if result.interrupted:
+        return INTERRUPTED
+    if summary["failed"]:
+        print(f"ppoga eval: {summary['failed']} of {summary['n']} questions failed (see status and error in "
+              f"{args.out}); rerun them with --retry-failed", file=sys.stderr)
+        return QUESTIONS_FAILED
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -65,7 +79,11 @@ def _report(args: argparse.Namespace) -> int:
     for path in args.runs:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
-        summaries[str(path)] = summarize(read_run(path))
+        rows = read_run(path)
+        if not rows:
+            raise EvaluationError(f"{path} is empty: it holds no finished question; `ppoga eval ... --out {path}` "
+                                  "fills it")
+        summaries[str(path)] = summarize(rows)
     _print_summaries(summaries, as_json=args.json)
     return 0
 
@@ -75,8 +93,7 @@ def _print_summaries(summaries: dict, *, as_json: bool) -> None:
 
     from ppoga_dspy.experiments.evaluate import summary_table
 
-    if as_json:
-        Console(stderr=True).print(summary_table(summaries))
+    if as_json:  # stdout carries the JSON and nothing else
         print_json(next(iter(summaries.values())) if len(summaries) == 1 else summaries)
     else:
         Console().print(summary_table(summaries))

@@ -29,8 +29,10 @@ def add_kg_options(parser: argparse.ArgumentParser, *, required: bool = True) ->
         default=None,
         help="KG dialect (default: detected for files, stored for store directories, freebase for URLs)",
     )
-    group.add_argument("--timeout", type=float, default=30.0, help="seconds per KG query (default 30)")
-    group.add_argument("--retries", type=int, default=3, help="retries for a failing endpoint (default 3)")
+    from ppoga_dspy.cli.common import at_least, positive_float
+
+    group.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per KG query (default 30)")
+    group.add_argument("--retries", type=at_least(0), default=3, help="retries for a failing endpoint (default 3)")
     group.add_argument(
         "--ontology", default=None, metavar="DIR", help="GrailQA ontology folder for Freebase mediator (CVT) types"
     )
@@ -47,6 +49,12 @@ def kg_from_args(args: argparse.Namespace):
         retries=args.retries,
         ontology=getattr(args, "ontology", None),
     )
+
+
+def _positive(text: str) -> int:
+    from ppoga_dspy.cli.common import at_least
+
+    return at_least(1)(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,14 +81,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     nb.add_argument("entity", metavar="ENTITY")
     nb.add_argument("relation", metavar="RELATION")
     nb.add_argument("--direction", choices=("in", "out"), default="out")
-    nb.add_argument("--limit", type=int, default=100)
+    nb.add_argument("--limit", type=_positive, default=100)
     nb.add_argument("--json", action="store_true", help="print JSON")
     add_kg_options(nb)
     nb.set_defaults(handler=_neighbors)
 
     find = sub.add_parser("find", help="entities whose name matches TEXT")
     find.add_argument("text", metavar="TEXT")
-    find.add_argument("--limit", type=int, default=10)
+    find.add_argument("--limit", type=_positive, default=10)
     find.add_argument("--json", action="store_true", help="print JSON")
     add_kg_options(find)
     find.set_defaults(handler=_find)
@@ -135,6 +143,27 @@ def resolve_entity(kg, text: str) -> str:
         return found[0].id
 
 
+def _check_entity_known(kg, entity: str) -> None:
+    """Raise EntityNotFound (exit 2) when `entity` is in no triple (an IRN id is any text: its syntax says nothing)."""
+    from ppoga_dspy.kg import Direction, EntityNotFound
+
+    if not any(kg.relations(entity, d) for d in (Direction.OUT, Direction.IN)):
+        raise EntityNotFound(f"entity {entity!r} is unknown: it is in no triple of {kg.name}; "
+                             f"`ppoga kg find TEXT --kg ...` looks it up by name")
+
+
+def _check_relation_known(kg, entity: str, relation: str, direction: str) -> None:
+    """Raise EntityNotFound (exit 2) when `relation` is not one of `entity`'s relations in that direction."""
+    from ppoga_dspy.kg import Direction, EntityNotFound
+
+    _check_entity_known(kg, entity)
+    have = sorted({r.id for r in kg.relations(entity, Direction(direction))})
+    if relation not in have:
+        shown = ", ".join(have[:8]) + (", ..." if len(have) > 8 else "")
+        raise EntityNotFound(f"relation {relation!r} is unknown for {entity} ({direction}); its relations: "
+                             f"{shown or 'none'} (`ppoga kg relations {entity} --kg ...` lists them)")
+
+
 def _relations(args: argparse.Namespace) -> int:
     from ppoga_dspy.kg import Direction
 
@@ -143,6 +172,8 @@ def _relations(args: argparse.Namespace) -> int:
         args.entity = resolve_entity(kg, args.entity)
         directions = [Direction.OUT, Direction.IN] if args.direction == "both" else [Direction(args.direction)]
         found = [r for d in directions for r in kg.relations(args.entity, d)]
+        if not found:
+            _check_entity_known(kg, args.entity)
     finally:
         kg.close()
     if args.json:
@@ -157,6 +188,8 @@ def _neighbors(args: argparse.Namespace) -> int:
     try:
         args.entity = resolve_entity(kg, args.entity)
         found = kg.neighbors(args.entity, args.relation, args.direction, args.limit)
+        if not found:
+            _check_relation_known(kg, args.entity, args.relation, args.direction)
     finally:
         kg.close()
     if args.json:

@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 from ppoga_dspy.cli.common import (
+    THREADS,
     add_dataset_options,
     add_program_options,
+    at_least,
     load_examples,
     offline_environment,
     print_json,
@@ -23,11 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Multi-objective Optuna study over Thresholds with the artifact's prompts frozen.",
     )
     add_dataset_options(cmd, split="dev", split_help="split to tune on (default dev)")
-    cmd.add_argument("--trials", type=int, default=20, help="finished trials the study should hold (default 20)")
+    cmd.add_argument("--trials", type=at_least(1), default=20, 
+                     help="finished trials the study should hold (default 20)")
     cmd.add_argument("--storage", default=None, metavar="URL",
                      help="Optuna storage URL (default: sqlite:///<out>.optuna.db); an RDB URL shares the study")
     cmd.add_argument("--study", default="ppoga-thresholds", help="study name in the storage")
-    cmd.add_argument("--threads", type=int, default=1)
+    cmd.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true")
     add_program_options(cmd)
