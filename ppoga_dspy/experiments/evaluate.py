@@ -142,8 +142,11 @@ def run_evaluation(
     threads: int = 1,
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run `program` over the examples not yet in `out`, appending one line per finished question.
+
+    `extra` is added to every line (e.g. the `shard` a sharded run records for `ppoga report`).
 
     Threads inherit the caller's DSPy context (LM, adapter, usage tracking). Ctrl-C stops
     submitting, lets questions in flight finish writing, and leaves a valid, resumable file.
@@ -162,6 +165,7 @@ def run_evaluation(
 
     def solve(example: Any) -> dict[str, Any]:
         record = answer_one(program, example)
+        record.update(extra or {})
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with lock:
             with out.open("a", encoding="utf-8") as handle:
