@@ -12,6 +12,7 @@ trial, the cheaper one on ties.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,7 @@ def tune_thresholds(
     seed so that workers try different points); every process stops as soon as the study holds
     `trials` finished trials, whoever ran them.
     """
+    import optuna
     from optuna.study import MaxTrialsCallback
     from optuna.trial import TrialState
 
@@ -136,9 +138,19 @@ def tune_thresholds(
                                                                  "lm_calls_mean", "tokens_mean", "failed")})
         return summary["hits@1"], summary["lm_calls_mean"]
 
-    if remaining:
-        study.optimize(objective, n_trials=remaining,
-                       callbacks=[MaxTrialsCallback(trials, states=(TrialState.COMPLETE,))])
+    planned = remaining
+    while remaining:
+        try:
+            study.optimize(objective, n_trials=remaining,
+                           callbacks=[MaxTrialsCallback(trials, states=(TrialState.COMPLETE,))])
+            break
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            # Our heartbeat came late (a long pause, a busy database) and another worker already
+            # failed this trial and enqueued it again: the point is not lost, so go on.
+            log.warning("another worker declared a trial of this one dead (its heartbeat was late): %s", exc)
+            mine = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                       if (t.user_attrs.get(WORKER_ATTR) or {}).get("pid") == os.getpid())
+            remaining = min(planned - mine, remaining_trials(study, trials))
     if not study.best_trials:
         raise ConfigError(f"study {study_name!r} in {storage} holds no finished trial yet: run `ppoga tune` "
                           "again with the same --storage and --study to resume it")
@@ -148,7 +160,7 @@ def tune_thresholds(
     front = [{"trial": t.number, "hits@1": t.values[0], "lm_calls_mean": t.values[1], "params": t.params}
              for t in pareto]
     return TuneResult(study=study, best=Thresholds.model_validate(best.model_dump()),
-                      best_values=(chosen.values[0], chosen.values[1]), pareto=front, trials_run=remaining, images=[])
+                      best_values=(chosen.values[0], chosen.values[1]), pareto=front, trials_run=planned, images=[])
 
 
 def save_plots(study: Any, out: Path) -> list[Path]:

@@ -32,14 +32,16 @@ def _tune(storage: str, out: Path, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
                PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "ppoga_dspy", "tune", "--dataset", "demo", "--lm", "oracle/gold-path",
-               "--storage", storage, "--out", str(out), "--json", "--heartbeat", "1", *extra]
+               "--storage", storage, "--out", str(out), "--json", *extra]
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _finish(process: subprocess.Popen, timeout: float = 600) -> dict:
     stdout, stderr = process.communicate(timeout=timeout)
     assert process.returncode == 0, stderr[-3000:]
-    return json.loads(stdout.strip().splitlines()[-1])
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert all(w["exit_code"] == 0 for w in report.get("workers", [])), stderr[-6000:]
+    return report
 
 
 def _storage(spec: str):
@@ -96,9 +98,19 @@ def test_journal_fails_the_running_trial_of_a_dead_local_worker(tmp_path):
     assert trials[2].system_attrs["failed_trial"] == 0 and WORKER_ATTR not in trials[2].user_attrs
 
 
+def _spec(backend: str, request: pytest.FixtureRequest, tmp_path: Path, name: str) -> str:
+    """A fresh study storage: a database on the session's PostgreSQL server, a SQLite file or a journal file."""
+    if backend == "postgres":
+        return request.getfixturevalue("postgres_server").database_url(name)
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'study.db'}"
+    return str(tmp_path / "study.journal")
+
+
 @pytest.mark.slow
-def test_two_workers_share_one_study_on_postgres(postgres_server, tmp_path):
-    spec = postgres_server.database_url("two_workers")
+@pytest.mark.parametrize("backend", ["postgres", "sqlite", "journal"])
+def test_two_workers_share_one_study(backend, request, tmp_path):
+    spec = _spec(backend, request, tmp_path, "two_workers")
     report = _finish(_tune(spec, tmp_path / "tuned.json", "--split", "dev", "--trials", "6", "--workers", "2"))
     assert [w["trials_run"] for w in report["workers"]] == [3, 3]
     assert report["trials_run_now"] == 0 and report["trial_states"] == {"COMPLETE": 6}
@@ -112,7 +124,7 @@ def test_two_workers_share_one_study_on_postgres(postgres_server, tmp_path):
 def _kill_during_a_trial(spec: str, out: Path, trials: int) -> int:
     """Start `ppoga tune`, SIGKILL it while a trial runs; return that trial's number (retries a lucky miss)."""
     for _ in range(3):
-        process = _tune(spec, out, "--split", "train", "--trials", str(trials))
+        process = _tune(spec, out, "--split", "train", "--trials", str(trials), "--heartbeat", "1")
         deadline = time.time() + 300
         running: list = []
         while time.time() < deadline and process.poll() is None:
@@ -137,15 +149,12 @@ def _kill_during_a_trial(spec: str, out: Path, trials: int) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["postgres", "journal"])
 def test_a_killed_workers_trial_fails_and_the_study_finishes_on_resume(backend, request, tmp_path):
-    if backend == "postgres":
-        spec = request.getfixturevalue("postgres_server").database_url("killed_worker")
-    else:
-        spec = str(tmp_path / "study.journal")
+    spec = _spec(backend, request, tmp_path, "killed_worker")
     out = tmp_path / "tuned.json"
     killed = _kill_during_a_trial(spec, out, trials=4)
     assert not out.exists()
     time.sleep(3 * 1 + 1.5)  # past the grace period of a 1 s heartbeat
-    report = _finish(_tune(spec, out, "--split", "train", "--trials", "4"))
+    report = _finish(_tune(spec, out, "--split", "train", "--trials", "4", "--heartbeat", "1"))
     study = optuna.load_study(study_name=STUDY, storage=_storage(spec))
     by_number = {t.number: t for t in study.trials}
     assert by_number[killed].state == TrialState.FAIL
