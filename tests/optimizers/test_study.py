@@ -163,3 +163,18 @@ def test_a_killed_workers_trial_fails_and_the_study_finishes_on_resume(backend, 
     assert retries[0].params == by_number[killed].params  # the point is not lost
     assert report["trial_states"].get("COMPLETE") == 4 and report["trial_states"].get("RUNNING") is None
     assert out.exists()
+
+
+def test_worker_argv_rebuilds_the_same_flags():
+    from ppoga_dspy.cli import build_parser
+    from ppoga_dspy.cli.tune import _worker_argv
+
+    parser = build_parser()
+    argv = ["tune", "--dataset", "demo", "--split", "train", "--limit", "5", "--lm", "oracle/gold-path",
+            "--out", "x.json", "--storage", "journal:s.journal", "--workers", "3", "--trials", "9",
+            "--set", "max_replans=0", "--set", "use_prediction=false", "--timeout", "12.5", "--json"]
+    args = parser.parse_args(argv)
+    rebuilt = parser.parse_args(_worker_argv(args))
+    same = {k: v for k, v in vars(args).items() if k not in {"workers", "json", "handler"}}
+    assert {k: v for k, v in vars(rebuilt).items() if k in same} == same
+    assert rebuilt.workers == 1 and rebuilt.json is False
