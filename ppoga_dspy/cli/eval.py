@@ -1,4 +1,5 @@
-"""`ppoga eval` (run a benchmark, resumable, in parallel) and `ppoga report` (summaries, side by side)."""
+"""`ppoga eval` (run a benchmark, resumable, in parallel, or one shard of it) and `ppoga report` (summaries side by
+side, or the merge of a sharded run's files)."""
 
 from __future__ import annotations
 
@@ -30,12 +31,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--retry-failed", action="store_true",
                      help="also rerun the questions whose row in --out failed (the new row replaces the old one)")
+    run.add_argument("--shard", default=None, metavar="I/N",
+                     help="run only shard I of N (a stable hash of each question id; same --split/--seed/--limit "
+                          "on every shard); `ppoga report` merges the N run files")
     add_program_options(run)
     run.set_defaults(handler=_eval)
 
     report = subparsers.add_parser("report", help="print the summary of a run file, or of two runs side by side")
     report.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl")
     report.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    report.add_argument("--merge", action="store_true",
+                        help="summarize the files as one run (automatic when they are the shards of one run)")
     report.set_defaults(handler=_report)
 
 
@@ -47,13 +53,22 @@ def _eval(args: argparse.Namespace) -> int:
 
     settings = program_settings(args)
     examples = load_examples(args)
+    provenance_extra: dict = {}
+    if args.shard:
+        from ppoga_dspy.experiments.shards import Shard
+
+        shard = Shard.parse(args.shard)
+        provenance_extra = shard.record(total=len(examples))
+        print(f"ppoga eval: shard {shard}: {len(examples)} questions selected, this shard runs its part",
+              file=sys.stderr)
+        examples = shard.select(examples)
     with run_lock(args.out), open_program(settings, examples=examples) as opened:
         print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
               f"{f' ({args.split})' if args.split else ''} on {opened.kg.name} with {opened.lm_description}",
               file=sys.stderr)
         provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program)}
         result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
-                                progress=not args.no_progress, provenance=provenance,
+                                progress=not args.no_progress, provenance={**provenance, **provenance_extra},
                                 retry_failed=args.retry_failed)
     wanted = {example_id(ex) for ex in examples}
     rows = [row for row in result.rows if row.get("id") in wanted]
@@ -74,8 +89,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from ppoga_dspy.experiments.evaluate import EvaluationError, read_run, summarize
+    from ppoga_dspy.experiments.shards import are_shards_of_one_run, merge_runs
 
-    summaries = {}
+    runs = {}
     for path in args.runs:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
@@ -83,7 +99,18 @@ def _report(args: argparse.Namespace) -> int:
         if not rows:
             raise EvaluationError(f"{path} is empty: it holds no finished question; `ppoga eval ... --out {path}` "
                                   "fills it")
-        summaries[str(path)] = summarize(rows)
+        runs[str(path)] = rows
+    if args.merge or are_shards_of_one_run(runs):
+        merged = merge_runs(runs)
+        if merged.missing_shards:
+            print(f"ppoga report: warning: missing shards: {', '.join(map(str, merged.missing_shards))}; "
+                  "the summary covers only the files given", file=sys.stderr)
+        elif not merged.complete:
+            print("ppoga report: warning: some shards are unfinished (resume them with the same `ppoga eval`); "
+                  "the summary covers the questions finished so far", file=sys.stderr)
+        summaries = {merged.name: summarize(merged.rows)}
+    else:
+        summaries = {path: summarize(rows) for path, rows in runs.items()}
     _print_summaries(summaries, as_json=args.json)
     return 0
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from ppoga_dspy.cli.common import (
@@ -16,6 +19,7 @@ from ppoga_dspy.cli.common import (
     print_json,
     program_settings,
 )
+from ppoga_dspy.optimizers.study import DEFAULT_HEARTBEAT, GRACE_FACTOR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,16 +29,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Multi-objective Optuna study over Thresholds with the artifact's prompts frozen.",
     )
     add_dataset_options(cmd, split="dev", split_help="split to tune on (default dev)")
-    cmd.add_argument("--trials", type=at_least(1), default=20, 
+    cmd.add_argument("--trials", type=at_least(1), default=20,
                      help="finished trials the study should hold (default 20)")
     cmd.add_argument("--storage", default=None, metavar="URL",
-                     help="Optuna storage URL (default: sqlite:///<out>.optuna.db); an RDB URL shares the study")
+                     help="Optuna storage: sqlite:///PATH (default sqlite:///<out>.optuna.db), "
+                          "postgresql://USER@HOST:PORT/DB (workers on many machines), journal:PATH or PATH.journal "
+                          "(workers on one machine, no database)")
     cmd.add_argument("--study", default="ppoga-thresholds", help="study name in the storage")
-    cmd.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
+    cmd.add_argument("--threads", type=THREADS, default=1, help="questions in parallel within a trial (default 1)")
+    cmd.add_argument("--workers", type=at_least(1), default=1, metavar="N",
+                     help="worker processes on the one study, each running its share of the trials (default 1)")
+    cmd.add_argument("--heartbeat", type=int, default=DEFAULT_HEARTBEAT, metavar="SECONDS",
+                     help=f"heartbeat of running trials (SQL storages; default {DEFAULT_HEARTBEAT}): a trial silent "
+                          f"for {GRACE_FACTOR}x this long (its worker died) is failed and retried")
+    cmd.add_argument("--worker-share", type=int, default=None, help=argparse.SUPPRESS)  # set for spawned workers
+    cmd.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true")
     add_program_options(cmd)
     cmd.set_defaults(handler=_tune)
+    global _PARSER
+    _PARSER = cmd
+
+
+_PARSER: argparse.ArgumentParser | None = None
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -48,13 +66,18 @@ def _tune(args: argparse.Namespace) -> int:
     with open_program(program_settings(args), examples=examples) as opened:
         program, lm_description = opened.program, opened.lm_description
         storage = args.storage or default_storage(args.out)
+        if args.worker_share is not None:
+            return _work(args, program, examples, storage)
         print(f"ppoga tune: {args.trials} trials on {len(examples)} {args.split} questions; study {args.study!r} "
-              f"in {storage}", file=sys.stderr)
+              f"in {storage}" + (f"; {args.workers} workers" if args.workers > 1 else ""), file=sys.stderr)
+        workers = _run_workers(args, program, storage) if args.workers > 1 else []
         result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
-                                 seed=args.seed, threads=args.threads)
+                                 seed=args.seed, threads=args.threads, heartbeat=args.heartbeat)
         program.thresholds = result.best
         images = save_plots(result.study, args.out)
+        states = Counter(t.state.name for t in result.study.trials)
         tuning = {"storage": storage, "study": args.study, "trials": len(result.study.trials),
+                  "trial_states": dict(states),
                   "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1]},
                   "pareto_front": result.pareto, "images": [str(p) for p in images]}
         previous = {}
@@ -66,7 +89,7 @@ def _tune(args: argparse.Namespace) -> int:
                                          optimizer="optuna-thresholds", scores=previous, tuning=tuning)
         artifact.save(args.out)
         report = {"artifact": str(args.out), "thresholds": result.best.to_dict(), **tuning,
-                  "trials_run_now": result.trials_run}
+                  "trials_run_now": result.trials_run, "workers": workers}
         if args.json:
             print_json(report)
         else:
@@ -76,3 +99,83 @@ def _tune(args: argparse.Namespace) -> int:
                   f"wrote {args.out}"
                   + (f" and {', '.join(str(p) for p in images)}" if images else ""))
     return 0
+
+
+def _work(args: argparse.Namespace, program, examples: list, storage: str) -> int:
+    """One spawned worker: run at most its share of trials on the shared study, report, write nothing else."""
+    import os
+
+    from ppoga_dspy.optimizers.tune import tune_thresholds
+
+    result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
+                             seed=args.seed, threads=args.threads, heartbeat=args.heartbeat,
+                             share=args.worker_share, worker=args.worker_index)
+    print_json({"worker": os.getpid(), "trials_run": result.trials_run})
+    return 0
+
+
+def _run_workers(args: argparse.Namespace, program, storage: str) -> list[dict]:
+    """Prepare the study once, start `--workers` processes of `ppoga tune` on it, and wait for them.
+
+    A worker that dies (killed, out of memory) leaves its running trial to the heartbeat; the
+    caller then runs whatever is still missing itself, so the study finishes either way.
+    """
+    from ppoga_dspy.optimizers.study import worker_shares
+    from ppoga_dspy.optimizers.tune import open_study, remaining_trials
+
+    study = open_study(storage, study_name=args.study, seed=args.seed, trials=args.trials, base=program.thresholds,
+                       heartbeat=args.heartbeat)
+    shares = worker_shares(remaining_trials(study, args.trials), args.workers)
+    argv = _worker_argv(args)
+    processes = []
+    for index, share in enumerate(shares):
+        command = [sys.executable, "-m", "ppoga_dspy", *argv, "--worker-share", str(share),
+                   "--worker-index", str(index + 1)]  # its own sampler seed: the workers try different points
+        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+    print(f"ppoga tune: started {len(processes)} workers (pids {', '.join(str(p.pid) for p in processes)}) "
+          f"with shares {shares}", file=sys.stderr)
+    outcomes = []
+    try:
+        for process, share in zip(processes, shares, strict=True):
+            stdout, _ = process.communicate()
+            lines = stdout.strip().splitlines()
+            done = json.loads(lines[-1])["trials_run"] if process.returncode == 0 and lines else None
+            outcomes.append({"pid": process.pid, "share": share, "exit_code": process.returncode, "trials_run": done})
+            if done is None:
+                print(f"ppoga tune: worker {process.pid} ended with exit code {process.returncode} before its {share} "
+                      "trials; the rest of the study runs here", file=sys.stderr)
+    except KeyboardInterrupt:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait()
+        raise
+    return outcomes
+
+
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    """This command's flags as a worker's argv, rebuilt from the parsed values (no reliance on sys.argv)."""
+    assert _PARSER is not None
+    argv = ["--debug"] if getattr(args, "debug", False) else []
+    argv.append("tune")
+    skip = {"help", "workers", "worker_share", "worker_index", "json"}
+    for action in _PARSER._actions:
+        if not action.option_strings or action.dest in skip:
+            continue
+        value = getattr(args, action.dest, None)
+        flag = action.option_strings[-1] if action.option_strings[-1].startswith("--") else action.option_strings[0]
+        if isinstance(action, argparse._StoreTrueAction):
+            argv += [flag] if value else []
+        elif isinstance(action, argparse._StoreFalseAction):
+            argv += [] if value else [flag]
+        elif isinstance(action, argparse.BooleanOptionalAction):
+            if value is not None and value != action.default:
+                argv.append(action.option_strings[0] if value else action.option_strings[1])
+        elif isinstance(action, argparse._AppendAction):
+            for item in value or []:
+                argv += [flag, str(item)]
+        elif isinstance(action, argparse._CountAction):
+            argv += [flag] * int(value or 0)
+        elif value is not None and value != action.default:
+            argv += [flag, *(str(v) for v in value)] if isinstance(value, list) else [flag, str(value)]
+    return argv

@@ -2,14 +2,17 @@
 
 Each trial builds the thresholds from `trial.suggest_*`, runs the (compiled) program on the tuning
 examples and reports (Hits@1, mean LM calls). The study lives in an Optuna storage (SQLite by
-default; an RDB URL lets several workers on several machines share one study) and resumes: a
-second call with the same storage and study name runs only the trials still missing. The chosen
-point is the most accurate Pareto-optimal trial, the cheaper one on ties.
+default; PostgreSQL lets workers on several machines share one study; a journal file serves
+workers on one machine; see `ppoga_dspy.optimizers.study`) and resumes: a second call with the
+same storage and study name runs only the trials still missing, after failing (and enqueueing
+again) the trials of workers that died. The chosen point is the most accurate Pareto-optimal
+trial, the cheaper one on ties.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +21,21 @@ from typing import Any
 from ppoga_dspy.errors import ConfigError
 from ppoga_dspy.experiments.evaluate import score_program
 from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.optimizers.study import (
+    DEFAULT_HEARTBEAT,
+    WORKER_ATTR,
+    complete_count,
+    default_storage,
+    fail_dead_trials,
+    open_storage,
+    worker_identity,
+)
 
 log = logging.getLogger(__name__)
 
 OBJECTIVES = ("hits@1", "lm_calls_mean")
+__all__ = ["OBJECTIVES", "SEARCHED", "TuneResult", "default_storage", "open_study", "remaining_trials",
+           "save_plots", "suggest_thresholds", "tune_thresholds"]
 
 
 def suggest_thresholds(trial: Any, base: Thresholds) -> Thresholds:
@@ -52,8 +66,35 @@ class TuneResult:
     images: list[Path]
 
 
-def default_storage(out: Path) -> str:
-    return f"sqlite:///{out.with_suffix('.optuna.db').resolve()}"
+def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: Thresholds,
+               heartbeat: int = DEFAULT_HEARTBEAT) -> Any:
+    """Create or load the study; a new one gets the starting thresholds enqueued as its first trial.
+
+    `ppoga tune --workers N` calls this once before starting the workers, so that N processes
+    loading the same new study do not each enqueue the starting point.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, trials)))
+    study = optuna.create_study(
+        study_name=study_name, storage=open_storage(storage, heartbeat=heartbeat),
+        directions=["maximize", "minimize"], sampler=sampler, load_if_exists=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # set_metric_names is marked experimental
+        study.set_metric_names(list(OBJECTIVES))
+    if not study.trials:  # the starting point is always measured, so the front shows what tuning bought
+        study.enqueue_trial({name: getattr(base, name) for name in SEARCHED})
+    return study
+
+
+def remaining_trials(study: Any, trials: int) -> int:
+    """Trials still to run so that the study holds `trials` finished ones (after failing dead workers' trials)."""
+    failed = fail_dead_trials(study)
+    if failed:
+        log.warning("trials %s of a dead worker were marked FAIL and enqueued again", failed)
+    return max(0, trials - complete_count(study))
 
 
 def tune_thresholds(
@@ -65,27 +106,31 @@ def tune_thresholds(
     study_name: str = "ppoga-thresholds",
     seed: int = 0,
     threads: int = 1,
+    heartbeat: int = DEFAULT_HEARTBEAT,
+    share: int | None = None,
+    worker: int = 0,
 ) -> TuneResult:
-    """Run (or resume) the study until it holds `trials` finished trials; return the chosen thresholds."""
+    """Run (or resume) the study until it holds `trials` finished trials; return the chosen thresholds.
+
+    `share` caps the trials this process runs (one worker of several; `worker` offsets its sampler
+    seed so that workers try different points); every process stops as soon as the study holds
+    `trials` finished trials, whoever ran them.
+    """
     import optuna
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
 
     if not examples:
         raise ConfigError("no examples to tune on: pass a dataset/split with questions")
-    sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, trials)))
-    study = optuna.create_study(
-        study_name=study_name, storage=storage, directions=["maximize", "minimize"], sampler=sampler,
-        load_if_exists=True,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # set_metric_names is marked experimental
-        study.set_metric_names(list(OBJECTIVES))
     base = program.thresholds
-    if not study.trials:  # the starting point is always measured, so the front shows what tuning bought
-        study.enqueue_trial({name: getattr(base, name) for name in SEARCHED})
-    done = len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
-    remaining = max(0, trials - done)
+    study = open_study(storage, study_name=study_name, seed=seed + worker, trials=trials, base=base,
+                       heartbeat=heartbeat)
+    remaining = remaining_trials(study, trials)
+    if share is not None:
+        remaining = min(share, remaining)
 
     def objective(trial: Any) -> tuple[float, float]:
+        trial.set_user_attr(WORKER_ATTR, worker_identity())  # first: a dead worker's trial can be told apart
         candidate = program.deepcopy()
         candidate.thresholds = suggest_thresholds(trial, base)
         summary = score_program(candidate, examples, threads=threads)
@@ -93,16 +138,29 @@ def tune_thresholds(
                                                                  "lm_calls_mean", "tokens_mean", "failed")})
         return summary["hits@1"], summary["lm_calls_mean"]
 
-    if remaining:
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study.optimize(objective, n_trials=remaining)
+    planned = remaining
+    while remaining:
+        try:
+            study.optimize(objective, n_trials=remaining,
+                           callbacks=[MaxTrialsCallback(trials, states=(TrialState.COMPLETE,))])
+            break
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            # Our heartbeat came late (a long pause, a busy database) and another worker already
+            # failed this trial and enqueued it again: the point is not lost, so go on.
+            log.warning("another worker declared a trial of this one dead (its heartbeat was late): %s", exc)
+            mine = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                       if (t.user_attrs.get(WORKER_ATTR) or {}).get("pid") == os.getpid())
+            remaining = min(planned - mine, remaining_trials(study, trials))
+    if not study.best_trials:
+        raise ConfigError(f"study {study_name!r} in {storage} holds no finished trial yet: run `ppoga tune` "
+                          "again with the same --storage and --study to resume it")
     pareto = sorted(study.best_trials, key=lambda t: (-t.values[0], t.values[1], t.number))
     chosen = pareto[0]
     best = base.model_copy(update=chosen.params)
     front = [{"trial": t.number, "hits@1": t.values[0], "lm_calls_mean": t.values[1], "params": t.params}
              for t in pareto]
     return TuneResult(study=study, best=Thresholds.model_validate(best.model_dump()),
-                      best_values=(chosen.values[0], chosen.values[1]), pareto=front, trials_run=remaining, images=[])
+                      best_values=(chosen.values[0], chosen.values[1]), pareto=front, trials_run=planned, images=[])
 
 
 def save_plots(study: Any, out: Path) -> list[Path]:
