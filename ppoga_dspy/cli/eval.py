@@ -48,8 +48,11 @@ def _eval(args: argparse.Namespace) -> int:
     settings = program_settings(args)
     examples = load_examples(args)
     with run_lock(args.out), open_program(settings, examples=examples) as opened:
-        print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
-              f"{f' ({args.split})' if args.split else ''} on {opened.kg.name} with {opened.lm_description}",
+        from ppoga_dspy.app.naming import display_lm
+
+        split = f" ({args.split})" if args.split else ""
+        print(f"ppoga eval: {len(examples)} questions from {args.dataset}{split} on {opened.kg.name} with "
+              f"{display_lm(opened.lm_description)}",
               file=sys.stderr)
         startup = opened.warm_up()
         print(f"ppoga eval: start-up (models loaded) {startup:.1f} s, not counted in the time per question",
