@@ -33,9 +33,7 @@ def _ask(args: argparse.Namespace) -> int:
 
     with open_program(program_settings(args)) as opened:
         prediction = opened.program(question=args.question, topic_entities=args.topic or None)
-        from ppoga_dspy.app.naming import display_lm
-
-        kg_name, lm_description = opened.kg.name, display_lm(opened.lm_description)
+        kg_name, lm_description = opened.kg.name, opened.lm_description
     result = {
         "question": args.question,
         "kg": kg_name,
