@@ -149,3 +149,15 @@ def test_a_down_endpoint_says_one_try_not_one_tries(tmp_path):
     with pytest.raises(KGError) as failure:
         kg.relations("m.0demo060")
     assert "1 try" in str(failure.value) and "1 tries" not in str(failure.value) and "  " not in str(failure.value)
+
+
+def test_cost_table_names_the_offline_model():
+    from rich.console import Console
+
+    from ppoga_dspy.app.naming import DEFAULT_EMBEDDED_DISPLAY
+    from ppoga_dspy.cli.render import render_prediction
+
+    console = Console(record=True, width=200)
+    render_prediction(console, {"question": "Q?", "kg": "demo", "lm": "local/gemma3-270m", "answers": ["London"],
+                                "costs": {"lm_calls": 1, "prompt_tokens": 10, "completion_tokens": 2}})
+    assert f"cost ({DEFAULT_EMBEDDED_DISPLAY})" in console.export_text()
