@@ -131,3 +131,41 @@ def test_exit_codes_say_what_happened(capsys, tmp_path):
     assert "relation 'no_such_relation' is unknown" in line and "parents" in line
     assert main(["kg", "neighbors", "ludwig_ii_of_bavaria", "parents", "--kg", kb, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["neighbors"]
+
+
+def test_the_offline_model_has_one_name_and_outputs_are_ignored(capsys, tmp_path):
+    from ppoga_dspy.app.naming import DEFAULT_EMBEDDED_DISPLAY, display_lm
+    from ppoga_dspy.lm.factory import default_lm_notice
+
+    assert display_lm("local/gemma3-270m") == DEFAULT_EMBEDDED_DISPLAY == display_lm("local/embedded")
+    mixed = display_lm("planner=local/gemma3-270m executor=openai/x")
+    assert mixed == f"planner={DEFAULT_EMBEDDED_DISPLAY} executor=openai/x"
+    assert DEFAULT_EMBEDDED_DISPLAY in default_lm_notice() and "  " not in default_lm_notice()
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert DEFAULT_EMBEDDED_DISPLAY in readme and "Gemma-270M" not in readme
+    ignored = subprocess.run(["git", "check-ignore", "stores/wc2014", "runs/wc-p2.jsonl", "artifacts/gpt.json",
+                              "runs/x.jsonl.lock"], cwd=REPO, capture_output=True, text=True)
+    assert len(ignored.stdout.split()) == 4, ignored.stdout
+
+
+def test_a_down_endpoint_says_one_try_not_one_tries(tmp_path):
+    import pytest
+
+    from ppoga_dspy.kg import KGError, open_kg
+
+    kg = open_kg("http://127.0.0.1:9/sparql", timeout=0.5, retries=0)
+    with pytest.raises(KGError) as failure:
+        kg.relations("m.0demo060")
+    assert "1 try" in str(failure.value) and "1 tries" not in str(failure.value) and "  " not in str(failure.value)
+
+
+def test_cost_table_names_the_offline_model():
+    from rich.console import Console
+
+    from ppoga_dspy.app.naming import DEFAULT_EMBEDDED_DISPLAY
+    from ppoga_dspy.cli.render import render_prediction
+
+    console = Console(record=True, width=200)
+    render_prediction(console, {"question": "Q?", "kg": "demo", "lm": "local/gemma3-270m", "answers": ["London"],
+                                "costs": {"lm_calls": 1, "prompt_tokens": 10, "completion_tokens": 2}})
+    assert f"cost ({DEFAULT_EMBEDDED_DISPLAY})" in console.export_text()

@@ -53,6 +53,13 @@ class OpenedProgram:
     lm_description: str
     artifact: Any = None
     artifact_path: str | None = None
+    role_lms: dict[str, Any] | None = None
+
+    def warm_up(self) -> float:
+        """Load the embedded LM and the embedder now (not in the first question); seconds taken."""
+        from ppoga_dspy.app.warmup import warm_up
+
+        return warm_up(self.program, self.role_lms)
 
 
 def default_kg_path(dataset_spec: str | None) -> Path:
@@ -158,6 +165,6 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
             artifact.apply(program, lm_description=description)
         program.thresholds = thresholds_with(settings.overrides, program.thresholds)
         yield OpenedProgram(program=program, kg=kg, lm_description=description, artifact=artifact,
-                            artifact_path=artifact_path)
+                            artifact_path=artifact_path, role_lms=role_lms)
     finally:
         kg.close()

@@ -63,8 +63,14 @@ def _eval(args: argparse.Namespace) -> int:
               file=sys.stderr)
         examples = shard.select(examples)
     with run_lock(args.out), open_program(settings, examples=examples) as opened:
-        print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
-              f"{f' ({args.split})' if args.split else ''} on {opened.kg.name} with {opened.lm_description}",
+        from ppoga_dspy.app.naming import display_lm
+
+        split = f" ({args.split})" if args.split else ""
+        print(f"ppoga eval: {len(examples)} questions from {args.dataset}{split} on {opened.kg.name} with "
+              f"{display_lm(opened.lm_description)}",
+              file=sys.stderr)
+        startup = opened.warm_up()
+        print(f"ppoga eval: start-up (models loaded) {startup:.1f} s, not counted in the time per question",
               file=sys.stderr)
         provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program)}
         result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
@@ -74,7 +80,7 @@ def _eval(args: argparse.Namespace) -> int:
     rows = [row for row in result.rows if row.get("id") in wanted]
     summary = summarize(rows)
     summary.update(run=str(args.out), dataset=args.dataset, split=args.split, skipped=result.skipped,
-                   ran=result.ran, interrupted=result.interrupted)
+                   ran=result.ran, interrupted=result.interrupted, startup_seconds=round(startup, 2))
     _print_summaries({str(args.out): summary}, as_json=args.json)
     from ppoga_dspy.errors import INTERRUPTED, QUESTIONS_FAILED
 

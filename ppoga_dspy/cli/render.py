@@ -53,7 +53,9 @@ def render_prediction(console, result: dict[str, Any]) -> None:
     if result.get("reasoning"):
         console.print(f"[bold]Reasoning:[/] {result['reasoning']}")
     costs = result.get("costs") or {}
-    table = Table(title=f"cost ({result.get('lm')})", show_header=True)
+    from ppoga_dspy.app.naming import display_lm
+
+    table = Table(title=f"cost ({display_lm(result.get('lm') or '')})", show_header=True)
     for column in ("LM calls", "prompt tokens", "completion tokens", "KG queries", "seconds"):
         table.add_column(column, justify="right")
     table.add_row(str(costs.get("lm_calls", 0)), str(costs.get("prompt_tokens", 0)),

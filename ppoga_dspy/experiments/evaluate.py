@@ -315,6 +315,8 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
         ("seconds / q (median)", "seconds_median", "{:.2f}"),
         ("KG queries / q (mean)", "kg_queries_mean", "{:.1f}"),
     ]
+    if any("startup_seconds" in s for s in summaries.values()):
+        rows.append(("start-up seconds (once, not per q)", "startup_seconds", "{:.1f}"))
     for label, key, fmt in rows:
         table.add_row(label, *[fmt.format(s.get(key, 0)) for s in summaries.values()])
     for key in ("type", "level", "hops"):

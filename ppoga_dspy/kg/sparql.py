@@ -134,13 +134,14 @@ class SparqlEndpoint:
                 continue
             return [{k: _term(v) for k, v in binding.items()} for binding in result["results"].get("bindings", [])]
         assert last is not None
-        tries = self.retries + 1
+        count = self.retries + 1
+        tries = f"{count} {'try' if count == 1 else 'tries'}"
         if last.timeout:
             raise KGTimeoutError(
                 f"the SPARQL endpoint {self.url} did not answer within {self.timeout:g}s, {tries} tries; "
                 f"{_HINT}, or raise --timeout"
             )
-        raise KGUnavailableError(f"the SPARQL endpoint {self.url} failed {tries} tries (last: {last}); {_HINT}")
+        raise KGUnavailableError(f"the SPARQL endpoint {self.url} failed {tries} (last: {last}); {_HINT}")
 
     def count_triples(self) -> int:
         rows = self.select("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")

@@ -47,11 +47,9 @@ _notice_shown = False
 
 def default_lm_notice() -> str:
     """The one-line notice printed when no LM is configured and the embedded demo model is used."""
-    from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL
-
     return (
-        f"ppoga: no LM configured, using the embedded demo model local/{DEFAULT_EMBEDDED_MODEL} (tiny and offline; "
-        "answers will be weak). Set a real one with --lm openai/gpt-4o-mini or PPOGA_LM=openai/gpt-4o-mini."
+        "ppoga: no LM configured, using the embedded demo model Gemma 3 270M (local/embedded), tiny and offline; "
+        "answers will be weak. Set a real one with --lm openai/gpt-4o-mini or PPOGA_LM=openai/gpt-4o-mini."
     )
 
 
