@@ -236,3 +236,18 @@ def lm_spec_of(lm: dspy.BaseLM) -> str:
     """The spec string an LM was built from (`provider/model[@api_base]`), for artifacts and logs; never the key."""
     base = getattr(lm, "kwargs", {}).get("api_base")
     return f"{lm.model}@{base}" if base else lm.model
+
+
+def cache_report(lms: dict[str, Any] | None) -> dict[str, int]:
+    """LM calls made and replies served from the response cache, over the distinct role LMs (GuardedLM stats)."""
+    seen: dict[int, Any] = {}
+    for lm in (lms or {}).values():
+        stats = getattr(lm, "stats", None)
+        if stats is not None and hasattr(stats, "snapshot"):
+            seen[id(stats)] = stats
+    totals = {"calls": 0, "cache_hits": 0, "truncated": 0}
+    for stats in seen.values():
+        snap = stats.snapshot()
+        for name in totals:
+            totals[name] += snap.get(name, 0)
+    return totals
