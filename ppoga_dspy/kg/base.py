@@ -46,6 +46,14 @@ class KGTimeoutError(KGUnavailableError):
     """The engine did not answer within its timeout, after the configured retries."""
 
 
+class KGEndpointDownError(KGUnavailableError):
+    """The endpoint failed so many attempts in a row that it is marked down: every later query fails at once."""
+
+
+class KGBadReplyError(KGUnavailableError):
+    """The endpoint kept answering with something that is not SPARQL JSON results (bad JSON, non-UTF-8 bytes)."""
+
+
 class KGQueryError(KGError):
     """The engine rejected a query (a bug in a dialect, or an engine that lacks a feature)."""
 

@@ -261,7 +261,8 @@ class GuardedLM(dspy.LM):
         if self.breaker and down >= self.breaker:
             raise LMUnavailableError(
                 f"the LM {self.model} at {self.endpoint()} is marked down after {down} calls in a row failed; "
-                "start it again, then resume the run (finished questions are kept)"
+                "start it again, then resume the run: rerun the same `ppoga eval` command with --retry-failed "
+                "(finished questions are kept, the failed ones run again)"
             )
         for attempt in range(self.retries + 1):
             try:
