@@ -65,7 +65,7 @@ CONFIG_ENV = "PPOGA_CONFIG"
 DEFAULT_CONFIG_FILE = "ppoga.toml"
 TOML_TABLE = "lm"
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # The TOML file the settings being built read; set by `load_lm_settings` for one construction.
 _config_file: ContextVar[Path | None] = ContextVar("ppoga_lm_config_file", default=None)
@@ -102,7 +102,7 @@ class LMSettings(BaseSettings):
     @field_validator("api_key_env")
     @classmethod
     def _check_env_name(cls, value: str | None) -> str | None:
-        if value and not _ENV_NAME.match(value):
+        if value and not _ENV_NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not an environment variable name (write the variable's name, not the key)")
         return value or None
 
