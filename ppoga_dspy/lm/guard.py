@@ -85,6 +85,13 @@ class LMCallStats:
     def __deepcopy__(self, memo: dict) -> LMCallStats:
         return self
 
+    def __getstate__(self) -> dict[str, Any]:  # picklable (worker processes): the lock is not
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
 
 @dataclass
 class ReplyScope:
@@ -209,6 +216,12 @@ class GuardedLM(dspy.LM):
             copied.retries = retries
         copied.num_retries = 0
         return copied
+
+    def dump_state(self) -> dict[str, Any]:
+        """DSPy's state, with our retry count where DSPy keeps its own (0 on the DSPy side)."""
+        state = super().dump_state()
+        state["num_retries"] = self.retries  # backoff/breaker stay defaults: a plain dspy.LM would send them
+        return state
 
     # -- the cache key -------------------------------------------------------------------------
     def endpoint(self) -> str:

@@ -125,3 +125,17 @@ def test_ask_against_a_hanging_lm_ends_within_30_seconds_with_kind_lm(tmp_path):
     assert result["status"] == "failed" and result["error_kind"] == "lm"
     assert "did not answer within 5s" in result["error"]
     assert "Traceback" not in done.stderr
+
+
+def test_guarded_lm_state_round_trips_and_pickles():
+    import pickle
+
+    import dspy
+
+    lm = make_lm("openai/m@http://127.0.0.1:9/v1", timeout=7, num_retries=2)
+    restored = dspy.BaseLM.load_state(lm.dump_state(), allow_custom_lm_class=True)
+    assert type(restored) is type(lm) and restored.retries == 2 and restored.kwargs["timeout"] == 7.0
+    assert restored.num_retries == 0
+    again = pickle.loads(pickle.dumps(lm))
+    again.stats.add(calls=1)
+    assert again.retries == 2 and again.stats.calls == 1
