@@ -27,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--out", required=True, type=Path, metavar="RUN.jsonl", help="run file (appended; resumable)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object on the last line")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--retry-failed", action="store_true",
+                     help="also rerun the questions whose row in --out failed (the new row replaces the old one)")
     add_program_options(run)
     run.set_defaults(handler=_eval)
 
@@ -39,16 +41,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _eval(args: argparse.Namespace) -> int:
     offline_environment()
     from ppoga_dspy.app import open_program
-    from ppoga_dspy.experiments.evaluate import example_id, run_evaluation, summarize
+    from ppoga_dspy.experiments.evaluate import example_id, program_fingerprint, run_evaluation, summarize
+    from ppoga_dspy.experiments.runs import run_lock
 
     settings = program_settings(args)
     examples = load_examples(args)
-    with open_program(settings, examples=examples) as opened:
+    with run_lock(args.out), open_program(settings, examples=examples) as opened:
         print(f"ppoga eval: {len(examples)} questions from {args.dataset}"
               f"{f' ({args.split})' if args.split else ''} on {opened.kg.name} with {opened.lm_description}",
               file=sys.stderr)
+        provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program)}
         result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
-                                progress=not args.no_progress)
+                                progress=not args.no_progress, provenance=provenance,
+                                retry_failed=args.retry_failed)
     wanted = {example_id(ex) for ex in examples}
     rows = [row for row in result.rows if row.get("id") in wanted]
     summary = summarize(rows)

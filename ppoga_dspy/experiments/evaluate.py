@@ -7,6 +7,10 @@ A line holds what PoG's evaluation scripts read (`question`, `RawQuestion`, `res
 
 Resuming: questions whose id is already in the file are skipped, so an interrupted run (Ctrl-C, a
 crash, a killed machine) continues where it stopped; a half-written last line is dropped first.
+`retry_failed` also reruns the questions whose row failed; the new row supersedes the old one (the
+last row of an id wins, see `ppoga_dspy.experiments.runs`), and the file is compacted to one row
+per id when the run ends. One process writes a file at a time (`PATH.lock`), and each row records
+the LM and program fingerprint, so a resume with another LM or program is refused.
 Summaries are computed from the file, so a resumed run reports the same totals as an
 uninterrupted one.
 """
@@ -26,11 +30,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.errors import DataError
+from ppoga_dspy.experiments.runs import (
+    EvaluationError,
+    RunLocked,
+    RunMismatch,
+    check_provenance,
+    compact,
+    program_fingerprint,
+    read_rows,
+    read_run,
+    repair_tail,
+    run_lock,
+)
 
-
-class EvaluationError(DataError):
-    """A run file cannot be read or written; the message names the file and what to do."""
+__all__ = ["EvaluationError", "RunLocked", "RunMismatch", "RunResult", "answer_one", "example_id", "parallel_map",
+           "program_fingerprint", "read_run", "record_for", "run_evaluation", "score_program", "summarize",
+           "summary_table"]
 
 
 def example_id(example: Any) -> str:
@@ -40,35 +55,6 @@ def example_id(example: Any) -> str:
         return str(given)
     question = example["question"] if isinstance(example, dict) else example.question
     return "q-" + hashlib.sha1(question.encode("utf-8")).hexdigest()[:12]
-
-
-def read_run(path: Path) -> list[dict[str, Any]]:
-    """The finished questions of a run file; a truncated last line (an interrupted write) is ignored."""
-    if not path.exists():
-        return []
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                if line.endswith("\n"):
-                    raise EvaluationError(f"{path}:{number} is not JSON; is this a ppoga run file?") from None
-    return rows
-
-
-def _repair_tail(path: Path) -> None:
-    """Cut a half-written last line so that appended lines start on a line of their own."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if data.endswith(b"\n"):
-        return
-    cut = data.rfind(b"\n") + 1
-    with path.open("r+b") as handle:
-        handle.truncate(cut)
 
 
 def record_for(example: Any, prediction: Any, seconds: float) -> dict[str, Any]:
@@ -142,47 +128,60 @@ def run_evaluation(
     threads: int = 1,
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    provenance: dict[str, Any] | None = None,
+    retry_failed: bool = False,
 ) -> RunResult:
     """Run `program` over the examples not yet in `out`, appending one line per finished question.
 
-    Threads inherit the caller's DSPy context (LM, adapter, usage tracking). Ctrl-C stops
-    submitting, lets questions in flight finish writing, and leaves a valid, resumable file.
+    `provenance` (e.g. `{"lm": "openai/gpt-4o-mini", "program": program_fingerprint(program)}`) is
+    written into every row and checked against the rows already in the file (RunMismatch on a
+    difference). `retry_failed` reruns questions whose latest row failed. The file is locked for the
+    whole run (RunLocked if another process holds it). Threads inherit the caller's DSPy context (LM,
+    adapter, usage tracking). Ctrl-C stops submitting, lets questions in flight finish writing, and
+    leaves a valid, resumable file.
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _repair_tail(out)
-    done = {row.get("id") for row in read_run(out)}
-    examples = list(examples)
-    todo = [ex for ex in examples if example_id(ex) not in done]
-    skipped = len(examples) - len(todo)
-    lock = threading.Lock()
-    written: list[dict[str, Any]] = []
-    bar = _progress(total=len(examples), initial=skipped, enabled=progress)
-    hits = Counter()
+    provenance = dict(provenance or {})
+    with run_lock(out):
+        repair_tail(out)
+        existing = read_run(out)
+        if provenance:
+            check_provenance(out, existing, provenance)
+        done = {row.get("id") for row in existing if not (retry_failed and row.get("status") == "failed")}
+        examples = list(examples)
+        todo = [ex for ex in examples if example_id(ex) not in done]
+        skipped = len(examples) - len(todo)
+        lock = threading.Lock()
+        written: list[dict[str, Any]] = []
+        bar = _progress(total=len(examples), initial=skipped, enabled=progress)
+        hits = Counter()
 
-    def solve(example: Any) -> dict[str, Any]:
-        record = answer_one(program, example)
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with lock:
-            with out.open("a", encoding="utf-8") as handle:
-                handle.write(line)
-            written.append(record)
-            hits["n"] += 1
-            hits["hit"] += record["metrics"]["hits@1"]
-            bar.update(1)
-            bar.set_postfix_str(f"hits@1 {hits['hit'] / hits['n']:.3f}")
-        if on_record:
-            on_record(record)
-        return record
+        def solve(example: Any) -> dict[str, Any]:
+            record = {**answer_one(program, example), **provenance}
+            line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+            with lock:
+                with out.open("a", encoding="utf-8") as handle:
+                    handle.write(line)
+                written.append(record)
+                hits["n"] += 1
+                hits["hit"] += record["metrics"]["hits@1"]
+                bar.update(1)
+                bar.set_postfix_str(f"hits@1 {hits['hit'] / hits['n']:.3f}")
+            if on_record:
+                on_record(record)
+            return record
 
-    interrupted = False
-    try:
-        parallel_map(solve, todo, threads=threads)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        bar.close()
-    return RunResult(path=out, rows=read_run(out), skipped=skipped, ran=len(written), interrupted=interrupted)
+        interrupted = False
+        try:
+            parallel_map(solve, todo, threads=threads)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            bar.close()
+        if len(read_rows(out)) != len(read_run(out)):
+            compact(out)  # superseded rows (retried failures, an old double writer) leave the file
+        return RunResult(path=out, rows=read_run(out), skipped=skipped, ran=len(written), interrupted=interrupted)
 
 
 def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, threads: int = 1) -> list[Any]:

@@ -1,0 +1,227 @@
+"""Run files: reading them (one row per question, whatever the file holds), one writer at a time, provenance.
+
+A run file is JSONL, one row per finished question, appended as each question ends. This module
+owns the rules that keep such a file honest when several things can go wrong at once:
+
+- **One row per question id when read.** A file can hold several rows for one id (an older version
+  let two writers append at once; `--retry-failed` appends a new row for a failed question). The
+  *last* row of an id wins: it is the newest attempt, so a retried question replaces its failure.
+  Rows keep the order in which their id first appeared. `read_run` applies this; `read_rows` does not.
+- **One writer per run file.** `run_lock(path)` takes `PATH.lock` with `fcntl.flock` (the kernel frees it
+  when the holder dies, so a stale lock from a killed process is simply taken over) and writes the
+  holder's pid into it; a second writer gets `RunLocked` at once, naming that pid.
+- **Provenance per row.** Each row records the LM spec and a fingerprint of the program (prompts,
+  demos, thresholds); resuming a file with another LM or program is refused (`RunMismatch`), because
+  its summary would silently average two different systems.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ppoga_dspy.errors import ConfigError, DataError
+
+
+class EvaluationError(DataError):
+    """A run file cannot be read or written; the message names the file and what to do."""
+
+
+class RunLocked(ConfigError):
+    """Another process is writing this run file; wait for it or choose another --out."""
+
+
+class RunMismatch(ConfigError):
+    """The run file holds rows from another LM or program; resuming would mix two systems in one summary."""
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every row of a run file as written (duplicates included); a truncated last line is ignored."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                if line.endswith("\n"):
+                    raise EvaluationError(f"{path}:{number} is not JSON; is this a ppoga run file?") from None
+    return rows
+
+
+def latest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per question id: the last one written wins, in the order ids first appeared."""
+    by_id: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        by_id[row.get("id")] = row  # a dict keeps a key where it was first inserted
+    return list(by_id.values())
+
+
+def read_run(path: Path) -> list[dict[str, Any]]:
+    """The finished questions of a run file, one row per id (the last written wins; see the module doc)."""
+    return latest_rows(read_rows(path))
+
+
+def repair_tail(path: Path) -> None:
+    """Cut a half-written last line so that appended lines start on a line of their own."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    cut = data.rfind(b"\n") + 1
+    with path.open("r+b") as handle:
+        handle.truncate(cut)
+
+
+def compact(path: Path) -> int:
+    """Rewrite the file with one row per id (atomically: a temporary file, then rename); rows dropped."""
+    path = Path(path)
+    rows = read_rows(path)
+    kept = latest_rows(rows)
+    if len(kept) == len(rows):
+        return 0
+    temporary = path.with_name(path.name + ".compact")
+    with temporary.open("w", encoding="utf-8") as handle:
+        for row in kept:
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    os.replace(temporary, path)
+    return len(rows) - len(kept)
+
+
+# -- one writer -----------------------------------------------------------------------------------
+
+
+def lock_path(path: Path) -> Path:
+    """`RUN.jsonl` -> `RUN.jsonl.lock`, beside the run file."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+def _holder(lock: Path) -> str:
+    try:
+        return lock.read_text(encoding="utf-8").strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+# Locks this process holds, by resolved run-file path, with their nesting depth: the CLI takes the lock
+# before it opens the KG and loads models (so a second writer exits at once), and `run_evaluation`
+# takes it again; the inner take is free.
+_held: dict[Path, int] = {}
+_held_guard = threading.Lock()
+
+
+@contextmanager
+def run_lock(path: Path) -> Iterator[Path]:
+    """Hold `PATH.lock` while writing `path`; raise RunLocked at once if another process holds it.
+
+    The lock is an `fcntl.flock` on the lock file, so it dies with its holder: a lock file left by a
+    killed process is not locked and is taken over. The file holds the holder's pid, for the message.
+    Re-entrant within a process.
+    """
+    lock = lock_path(path)
+    key = lock.resolve()
+    with _held_guard:
+        if key in _held:
+            _held[key] += 1
+            nested = True
+        else:
+            nested = False
+    if nested:
+        try:
+            yield lock
+        finally:
+            with _held_guard:
+                _held[key] -= 1
+        return
+    with _exclusive(path, lock):
+        with _held_guard:
+            _held[key] = 1
+        try:
+            yield lock
+        finally:
+            with _held_guard:
+                del _held[key]
+
+
+@contextmanager
+def _exclusive(path: Path, lock: Path) -> Iterator[None]:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunLocked(
+                f"{path} is being written by another ppoga process (pid {_holder(lock)}, lock {lock}); "
+                "wait for it to finish, or write to another file with --out"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else the holder removed the file between our open and flock: lock the new one
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        try:
+            os.unlink(lock)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+# -- provenance -----------------------------------------------------------------------------------
+
+
+def program_fingerprint(program: Any) -> str:
+    """A short hash of what decides the program's behaviour: each predictor's prompt and demos, and the thresholds.
+
+    The predictors' LMs are left out (the LM spec is recorded on its own), so the same compiled
+    program reads the same with any backend.
+    """
+    state: dict[str, Any] = {}
+    dump = getattr(program, "dump_state", None)
+    if callable(dump):
+        state = dump()
+        for entry in state.values():
+            if isinstance(entry, dict):
+                entry.pop("lm", None)
+    thresholds = getattr(program, "thresholds", None)
+    data = {"state": state, "thresholds": thresholds.to_dict() if hasattr(thresholds, "to_dict") else thresholds}
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def check_provenance(path: Path, rows: list[dict[str, Any]], provenance: dict[str, Any]) -> None:
+    """Refuse to add rows of another LM or program to a file; rows that record none (older files) pass."""
+    for key, flag in (("lm", "--lm"), ("program", "--program/--set")):
+        wanted = provenance.get(key)
+        found = sorted({str(row[key]) for row in rows if row.get(key) not in (None, "")})
+        other = [value for value in found if value != wanted]
+        if wanted is not None and other:
+            raise RunMismatch(
+                f"{path} holds rows from {key} {other[0]!r}, and this run uses {key} {wanted!r}; resume it with the "
+                f"same {flag}, or start a new run file with another --out"
+            )
