@@ -52,3 +52,26 @@ def test_eval_of_20_questions_on_a_hanging_endpoint_ends_within_60_seconds(tmp_p
     down = [r for r in rows if "marked down" in r["error"]]
     assert down and all("--retry-failed" in r["error"] for r in down)
     assert requests <= 3  # the breaker's three attempts, then nothing more reached the endpoint
+
+
+@pytest.mark.slow
+def test_a_run_cut_short_by_a_dead_endpoint_resumes_with_retry_failed_once_it_is_back(tmp_path):
+    from ppoga_dspy.kg import servers
+    from tests.conftest import DEMO_KG
+
+    if servers.oxigraph_binary() is None:
+        pytest.skip("the oxigraph binary is absent (pip install oxigraph)")
+    out = tmp_path / "run.jsonl"
+    common = ["eval", "--dataset", "demo", "--limit", "5", "--lm", "oracle/gold-path", "--out", str(out),
+              "--no-progress", "--dialect", "freebase"]
+    with FaultSparqlServer("hang") as dead:
+        _run(*common, "--kg", dead.url, "--timeout", "1", cwd=tmp_path)
+    assert all(json.loads(line)["error_kind"] == "kg" for line in out.read_text(encoding="utf-8").splitlines())
+    with servers.start_oxigraph([DEMO_KG], tmp_path / "oxigraph") as back:
+        done = _run(*common, "--kg", back.url, "--retry-failed", cwd=tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    from ppoga_dspy.experiments.evaluate import read_run
+
+    rows = read_run(out)
+    assert len(rows) == 5 and len({r["id"] for r in rows}) == 5
+    assert all(r["status"] == "ok" for r in rows), [r.get("error") for r in rows]
