@@ -36,6 +36,7 @@ class ProgramSettings(BaseModel):
     dialect: str | None = None
     timeout: float = 30.0
     retries: int = 3
+    breaker: int = Field(3, ge=0, description="failed endpoint attempts in a row before it is marked down; 0: never")
     ontology: str | None = None
     dataset: str | None = Field(None, description="dataset spec, used to find a benchmark's own KG")
     lm: Any = Field(None, description="an LMSettings, or None for the defaults (env, TOML, embedded model)")
@@ -131,7 +132,7 @@ def open_kg_for(settings: ProgramSettings):
 
     spec = settings.kg or str(default_kg_path(settings.dataset))
     return open_kg(spec, dialect=settings.dialect, timeout=settings.timeout, retries=settings.retries,
-                   ontology=settings.ontology)
+                   breaker=settings.breaker, ontology=settings.ontology)
 
 
 @contextmanager

@@ -34,6 +34,14 @@ def _ask(args: argparse.Namespace) -> int:
     with open_program(program_settings(args)) as opened:
         prediction = opened.program(question=args.question, topic_entities=args.topic or None)
         kg_name, lm_description = opened.kg.name, opened.lm_description
+        from ppoga_dspy.lm import cache_report
+
+        replies = cache_report(getattr(opened.program, "role_lms", None))
+    if replies["cache_hits"]:
+        import sys
+
+        print(f"ppoga ask: {replies['cache_hits']} of {replies['calls']} LM replies came from the cache "
+              "(--no-cache asks the model again)", file=sys.stderr)
     result = {
         "question": args.question,
         "kg": kg_name,
@@ -47,6 +55,7 @@ def _ask(args: argparse.Namespace) -> int:
         "error_kind": prediction.error_kind,
         "error": prediction.error,
         "costs": prediction.costs,
+        "lm_replies": replies,
         "memory": prediction.memory,
         "trace": prediction.trace,
     }

@@ -103,6 +103,7 @@ def program_settings(args: argparse.Namespace):
         dialect=getattr(args, "dialect", None),
         timeout=getattr(args, "timeout", 30.0),
         retries=getattr(args, "retries", 3),
+        breaker=getattr(args, "breaker", 3),
         ontology=getattr(args, "ontology", None),
         dataset=getattr(args, "dataset", None),
         lm=lm_settings,

@@ -33,6 +33,9 @@ def add_kg_options(parser: argparse.ArgumentParser, *, required: bool = True) ->
 
     group.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per KG query (default 30)")
     group.add_argument("--retries", type=at_least(0), default=3, help="retries for a failing endpoint (default 3)")
+    group.add_argument("--breaker", type=at_least(0), default=3, metavar="N",
+                       help="mark an endpoint down after N failed attempts in a row; later queries fail at once "
+                       "(default 3, 0: never)")
     group.add_argument(
         "--ontology", default=None, metavar="DIR", help="GrailQA ontology folder for Freebase mediator (CVT) types"
     )
@@ -47,6 +50,7 @@ def kg_from_args(args: argparse.Namespace):
         dialect=args.dialect,
         timeout=args.timeout,
         retries=args.retries,
+        breaker=getattr(args, "breaker", 3),
         ontology=getattr(args, "ontology", None),
     )
 

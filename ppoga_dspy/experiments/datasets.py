@@ -34,7 +34,7 @@ from ppoga_dspy.data import DEMO_QUESTIONS, DEMO_TRAIN
 from ppoga_dspy.errors import ConfigError, DataError
 
 SPLITS = ("train", "dev", "test")
-_QID = re.compile(r"^Q\d+$")
+_QID = re.compile(r"Q\d+")
 _PREFIXES = ("http://rdf.freebase.com/ns/", "ns:", "fb:")
 
 
@@ -250,7 +250,7 @@ def _load_qald10(path: Path) -> list:
         answer = item.get("answer") or {}
         examples.append(_example(
             id=f"qald10-{i}", question=item["question"], topic_entities=_topics(item.get("qid_topic_entity")),
-            answers=[str(label) for label in answer.values()], answer_ids=[k for k in answer if _QID.match(str(k))],
+            answers=[str(label) for label in answer.values()], answer_ids=[k for k in answer if _QID.fullmatch(str(k))],
             dataset="qald10", source=path.name,
         ))
     return examples

@@ -8,7 +8,10 @@ honour the contract written on `KnowledgeGraph`:
   or bound as a proper IRI, before it reaches a query string. A bad id raises `InvalidIdentifier`
   and runs nothing.
 * **Timeout.** Each query has a timeout; an engine that times out retries with backoff and then
-  raises `KGTimeoutError` / `KGUnavailableError`, naming where it tried.
+  raises `KGTimeoutError` / `KGUnavailableError`, naming where it tried. A reply that is not SPARQL
+  JSON (bad JSON, non-UTF-8 bytes) is retried the same way, then `KGBadReplyError`. After `breaker`
+  failed attempts in a row an endpoint is marked down: every later call raises `KGEndpointDownError`
+  at once, so a dead endpoint fails the remaining questions fast instead of timing out on each.
 * **Cached and idempotent.** Results are cached (LRU); a call repeated by a parallel evaluator
   returns the same answer and changes nothing.
 * **Thread-safe.** Evaluations call one KnowledgeGraph from many threads.
@@ -44,6 +47,14 @@ class KGUnavailableError(KGError):
 
 class KGTimeoutError(KGUnavailableError):
     """The engine did not answer within its timeout, after the configured retries."""
+
+
+class KGEndpointDownError(KGUnavailableError):
+    """The endpoint failed so many attempts in a row that it is marked down: every later query fails at once."""
+
+
+class KGBadReplyError(KGUnavailableError):
+    """The endpoint kept answering with something that is not SPARQL JSON results (bad JSON, non-UTF-8 bytes)."""
 
 
 class KGQueryError(KGError):

@@ -134,18 +134,18 @@ class WikidataDialect(Dialect):
     """Wikidata: entities `Q42` (also `P31`, `L1` as objects), truthy relations `P31` under wdt:."""
 
     name = "wikidata"
-    _ENTITY = re.compile(r"^[QPL][1-9][0-9]{0,11}$")
-    _RELATION = re.compile(r"^P[1-9][0-9]{0,11}$")
+    _ENTITY = re.compile(r"[QPL][1-9][0-9]{0,11}")
+    _RELATION = re.compile(r"P[1-9][0-9]{0,11}")
 
     def entity_iri(self, entity_id: str) -> str:
-        if not isinstance(entity_id, str) or not self._ENTITY.match(entity_id):
+        if not isinstance(entity_id, str) or not self._ENTITY.fullmatch(entity_id):
             raise InvalidIdentifier(
                 f"wikidata dialect: {entity_id!r} is not a valid Wikidata entity id (expected e.g. Q42)"
             )
         return WIKIDATA_ENTITY + entity_id
 
     def relation_iri(self, relation_id: str) -> str:
-        if not isinstance(relation_id, str) or not self._RELATION.match(relation_id):
+        if not isinstance(relation_id, str) or not self._RELATION.fullmatch(relation_id):
             raise InvalidIdentifier(
                 f"wikidata dialect: {relation_id!r} is not a valid Wikidata property id (expected e.g. P31)"
             )
@@ -154,13 +154,13 @@ class WikidataDialect(Dialect):
     def entity_id(self, iri: str) -> str | None:
         if iri.startswith(WIKIDATA_ENTITY):
             local = iri[len(WIKIDATA_ENTITY) :]
-            return local if self._ENTITY.match(local) else None
+            return local if self._ENTITY.fullmatch(local) else None
         return None
 
     def relation_id(self, iri: str) -> str | None:
         if iri.startswith(WIKIDATA_DIRECT):
             local = iri[len(WIKIDATA_DIRECT) :]
-            return local if self._RELATION.match(local) else None
+            return local if self._RELATION.fullmatch(local) else None
         return None
 
     def fallback_label(self, entity_id: str) -> str:
@@ -239,8 +239,8 @@ class FreebaseDialect(Dialect):
     name = "freebase"
     label_predicates = (FREEBASE_NS + "type.object.name",)
     type_predicate = FREEBASE_NS + "type.object.type"
-    _ENTITY = re.compile(r"^[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+$")
-    _RELATION = re.compile(r"^[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+$")
+    _ENTITY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
+    _RELATION = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
 
     def __init__(self, *, language: str | None = "en", ontology: str | Path | None | bool = None) -> None:
         super().__init__(language=language)
@@ -250,14 +250,14 @@ class FreebaseDialect(Dialect):
         self._lock = threading.Lock()
 
     def entity_iri(self, entity_id: str) -> str:
-        if not isinstance(entity_id, str) or not self._ENTITY.match(entity_id):
+        if not isinstance(entity_id, str) or not self._ENTITY.fullmatch(entity_id):
             raise InvalidIdentifier(
                 f"freebase dialect: {entity_id!r} is not a valid Freebase id (expected a mid like m.0d05w3 or g.11b6)"
             )
         return FREEBASE_NS + entity_id
 
     def relation_iri(self, relation_id: str) -> str:
-        if not isinstance(relation_id, str) or not self._RELATION.match(relation_id):
+        if not isinstance(relation_id, str) or not self._RELATION.fullmatch(relation_id):
             raise InvalidIdentifier(
                 f"freebase dialect: {relation_id!r} is not a valid Freebase relation "
                 "(expected dotted names like people.person.nationality)"
@@ -267,13 +267,13 @@ class FreebaseDialect(Dialect):
     def entity_id(self, iri: str) -> str | None:
         if iri.startswith(FREEBASE_NS):
             local = iri[len(FREEBASE_NS) :]
-            return local if self._ENTITY.match(local) else None
+            return local if self._ENTITY.fullmatch(local) else None
         return None
 
     def relation_id(self, iri: str) -> str | None:
         if iri.startswith(FREEBASE_NS):
             local = iri[len(FREEBASE_NS) :]
-            return local if self._RELATION.match(local) else None
+            return local if self._RELATION.fullmatch(local) else None
         return None
 
     def keep_relation(self, relation_id: str) -> bool:
@@ -323,7 +323,7 @@ class FreebaseDialect(Dialect):
 
 # An IRN name: anything printable without whitespace (the KBs write spaces as `_`). Quotes and
 # backslashes do occur (`David_\"Buck\"_Wheat`), so names are percent-encoded into IRIs.
-_IRN_NAME = re.compile(r"^[^\s\x00-\x1f\x7f]{1,1000}$")
+_IRN_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,1000}")
 
 
 def pql_relation(name: str) -> str:
@@ -344,7 +344,7 @@ class IrnDialect(Dialect):
 
     @staticmethod
     def _check(value: object, what: str) -> str:
-        if not isinstance(value, str) or not _IRN_NAME.match(value):
+        if not isinstance(value, str) or not _IRN_NAME.fullmatch(value):
             raise InvalidIdentifier(
                 f"irn dialect: {value!r} is not a valid {what} name (names are 1-1000 characters without "
                 "spaces, tabs or line breaks; the KBs write spaces as _)"

@@ -28,13 +28,15 @@ def open_kg(
     cache_size: int = 4096,
     ontology: str | Path | None = None,
     backoff: float = 0.5,
+    breaker: int = 3,
 ) -> KnowledgeGraph:
     """A KnowledgeGraph for `spec`.
 
     `dialect` (freebase, wikidata, rdf, irn, or a Dialect) is detected from files when None, read
     from a store directory's metadata, and defaults to freebase for URLs. `timeout` is per query,
-    `retries`/`backoff` apply to endpoints, `cache_size` 0 disables the query cache, `ontology` is the
-    GrailQA ontology folder for Freebase mediator types (found beside the repo when None).
+    `retries`/`backoff` apply to endpoints, `breaker`: an endpoint is marked down (every later query fails
+    at once) after that many failed attempts in a row (0: never), `cache_size` 0 disables the query cache,
+    `ontology` is the GrailQA ontology folder for Freebase mediator types (found beside the repo when None).
     """
     if isinstance(spec, KnowledgeGraph):
         return spec
@@ -47,7 +49,7 @@ def open_kg(
     if _is_url(spec):
         from ppoga_dspy.kg.sparql import SparqlEndpoint
 
-        engine = SparqlEndpoint(str(spec), timeout=timeout, retries=retries, backoff=backoff)
+        engine = SparqlEndpoint(str(spec), timeout=timeout, retries=retries, backoff=backoff, breaker=breaker)
         return SparqlGraph(engine, make(dialect or "freebase"), cache_size=cache_size)
 
     if isinstance(spec, (list, tuple)):

@@ -4,8 +4,16 @@ Each query is sent as an URL-encoded POST (long VALUES lists never hit URL lengt
 for JSON results, and has its own timeout. Transient failures (connection refused or reset, HTTP
 5xx, timeouts) are retried with exponential backoff; after the last retry the engine raises
 KGTimeoutError or KGUnavailableError naming the URL and what to check. A 400 (the endpoint
-rejected the query) is not retried: it is a KGQueryError. Results become the neutral rows of
-terms.py, so Virtuoso (`/sparql`, "typed-literal" bindings) and oxigraph (`/query`) look the same.
+rejected the query) is not retried: it is a KGQueryError. A reply that is not SPARQL JSON (a
+truncated body, bytes that are not UTF-8) is a bad reply: retried the same way, then KGBadReplyError.
+Results become the neutral rows of terms.py, so Virtuoso (`/sparql`, "typed-literal" bindings) and
+oxigraph (`/query`) look the same.
+
+A circuit breaker keeps a dead endpoint from costing `timeout * (retries + 1)` per query for the
+rest of a run: after `breaker` failed attempts in a row (timeouts, refused connections, 5xx, bad
+replies; counted across queries and threads), the endpoint is marked down and every later query
+raises KGEndpointDownError at once, with a message saying to resume the run once the endpoint is
+back. One good reply resets the count; `breaker=0` disables it. A new `open_kg` starts closed.
 
 A new SPARQLWrapper object is made per query: the wrapper keeps per-query state, so sharing one
 between threads would mix queries; making one costs microseconds.
@@ -16,10 +24,17 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import threading
 import time
 import urllib.error
 
-from ppoga_dspy.kg.base import KGQueryError, KGTimeoutError, KGUnavailableError
+from ppoga_dspy.kg.base import (
+    KGBadReplyError,
+    KGEndpointDownError,
+    KGQueryError,
+    KGTimeoutError,
+    KGUnavailableError,
+)
 from ppoga_dspy.kg.terms import Row, Term
 
 log = logging.getLogger(__name__)
@@ -45,9 +60,10 @@ def _term(binding: dict) -> Term:
 class _TransientError(Exception):
     """A failure worth retrying; `timeout` tells which error to raise when retries run out."""
 
-    def __init__(self, reason: str, *, timeout: bool = False) -> None:
+    def __init__(self, reason: str, *, timeout: bool = False, bad_reply: bool = False) -> None:
         super().__init__(reason)
         self.timeout = timeout
+        self.bad_reply = bad_reply
 
 
 class SparqlEndpoint:
@@ -64,9 +80,12 @@ class SparqlEndpoint:
         retries: int = 3,
         backoff: float = 0.5,
         union_default_graph: bool = True,
+        breaker: int = 3,
     ) -> None:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
+        if breaker < 0:
+            raise ValueError(f"breaker must be >= 0 (0: never mark the endpoint down), got {breaker}")
         self.url = url
         self.name = url
         self.timeout = timeout
@@ -75,6 +94,10 @@ class SparqlEndpoint:
         # oxigraph's protocol option to read all graphs as the default graph; other servers ignore it
         # (Virtuoso's default graph already is the union of its graphs).
         self.union_default_graph = union_default_graph
+        self.breaker = breaker
+        self._failed_in_a_row = 0
+        self._last_failure = ""
+        self._breaker_lock = threading.Lock()
 
     def _run_once(self, query: str) -> dict:
         from SPARQLWrapper import JSON, POST, URLENCODED, SPARQLWrapper
@@ -113,16 +136,51 @@ class SparqlEndpoint:
             raise _TransientError(str(exc.reason), timeout=is_timeout) from exc
         except TimeoutError as exc:
             raise _TransientError("timed out", timeout=True) from exc
-        except (ConnectionError, http.client.HTTPException, json.JSONDecodeError) as exc:
+        except json.JSONDecodeError as exc:
+            raise _TransientError(f"the reply is not JSON ({exc})", bad_reply=True) from exc
+        except UnicodeDecodeError as exc:  # SPARQLWrapper decodes the body as UTF-8 before parsing it
+            raise _TransientError(f"the reply is not UTF-8 ({exc.reason} at byte {exc.start})", bad_reply=True) from exc
+        except (ConnectionError, http.client.HTTPException) as exc:
             raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
-        if not isinstance(result, dict) or "results" not in result:
-            raise KGQueryError(f"the endpoint {self.url} did not return SPARQL JSON results for a SELECT query")
+        if not isinstance(result, dict) or not isinstance(result.get("results"), dict):
+            raise _TransientError("the reply is not SPARQL JSON results for a SELECT query", bad_reply=True)
+        bindings = result["results"].get("bindings", [])
+        if not isinstance(bindings, list) or not all(isinstance(b, dict) for b in bindings):
+            raise _TransientError("the reply's results.bindings is not a list of bindings", bad_reply=True)
         return result
+
+    # -- the circuit breaker ---------------------------------------------------------------------
+    @property
+    def is_down(self) -> bool:
+        """True once `breaker` attempts in a row failed; every query then fails at once."""
+        with self._breaker_lock:
+            return bool(self.breaker) and self._failed_in_a_row >= self.breaker
+
+    def _down_error(self) -> KGEndpointDownError:
+        with self._breaker_lock:
+            count, last = self._failed_in_a_row, self._last_failure
+        return KGEndpointDownError(
+            f"the SPARQL endpoint {self.url} is marked down after {count} failed attempts in a row "
+            f"(last: {last}); start it again, then resume the run: rerun the same `ppoga eval` command with "
+            "--retry-failed (finished questions are kept, the failed ones run again)"
+        )
+
+    def _failed(self, exc: _TransientError) -> None:
+        """Count one failed attempt."""
+        with self._breaker_lock:
+            self._failed_in_a_row += 1
+            self._last_failure = f"timed out after {self.timeout:g}s" if exc.timeout else str(exc)
+
+    def _answered(self) -> None:
+        with self._breaker_lock:
+            self._failed_in_a_row = 0
 
     def select(self, query: str) -> list[Row]:
         """Run a SELECT query; retried with backoff on transient failures."""
         last: _TransientError | None = None
         for attempt in range(self.retries + 1):
+            if self.is_down:
+                raise self._down_error()
             if attempt:
                 delay = self.backoff * (2 ** (attempt - 1))
                 log.debug("retrying %s in %.2fs after: %s", self.url, delay, last)
@@ -131,15 +189,22 @@ class SparqlEndpoint:
                 result = self._run_once(query)
             except _TransientError as exc:
                 last = exc
+                self._failed(exc)  # a trip shows at the next attempt, so the last one keeps its own message
                 continue
+            self._answered()
             return [{k: _term(v) for k, v in binding.items()} for binding in result["results"].get("bindings", [])]
         assert last is not None
         count = self.retries + 1
         tries = f"{count} {'try' if count == 1 else 'tries'}"
         if last.timeout:
             raise KGTimeoutError(
-                f"the SPARQL endpoint {self.url} did not answer within {self.timeout:g}s, {tries} tries; "
+                f"the SPARQL endpoint {self.url} did not answer within {self.timeout:g}s, {tries}; "
                 f"{_HINT}, or raise --timeout"
+            )
+        if last.bad_reply:
+            raise KGBadReplyError(
+                f"the SPARQL endpoint {self.url} sent a bad reply, {tries} (last: {last}); check the server's "
+                "logs, or that the URL is a SPARQL endpoint and not a web page"
             )
         raise KGUnavailableError(f"the SPARQL endpoint {self.url} failed {tries} (last: {last}); {_HINT}")
 

@@ -38,14 +38,14 @@ class Term:
 Row = dict[str, Term]
 
 # IRIREF of SPARQL 1.1 / N-Triples: any character except controls, space and <>"{}|^`\ ; plus a scheme.
-_IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>\"{}|^`\\\x7f]*$")
-_LANG = re.compile(r"^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$")
+_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20<>\"{}|^`\\\x7f]*")
+_LANG = re.compile(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*")
 _MAX_IRI = 4096
 
 
 def is_valid_iri(iri: str) -> bool:
     """True when `iri` may be written between angle brackets in SPARQL without escaping."""
-    return isinstance(iri, str) and len(iri) <= _MAX_IRI and bool(_IRI.match(iri))
+    return isinstance(iri, str) and len(iri) <= _MAX_IRI and bool(_IRI.fullmatch(iri))
 
 
 def iri_ref(iri: str) -> str:
@@ -73,7 +73,7 @@ def string_literal(text: str, lang: str | None = None) -> str:
         raise InvalidIdentifier(f"expected text, got {type(text).__name__}")
     body = f'"{escape_string(text)}"'
     if lang:
-        if not _LANG.match(lang):
+        if not _LANG.fullmatch(lang):
             raise InvalidIdentifier(f"not a valid language tag: {lang!r} (expected something like 'en' or 'pt-BR')")
         return f"{body}@{lang}"
     return body

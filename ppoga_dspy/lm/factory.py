@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     import dspy
 
 DEFAULT_TEMPERATURE = 0.0
+#: Seconds one remote LM attempt may wait for the server (the read timeout); retries come on top.
+DEFAULT_LM_TIMEOUT = 120.0
+#: Retries of a transient remote failure (timeout, connection error, 429, 5xx), with backoff.
+DEFAULT_LM_RETRIES = 3
 #: Reply budget of remote models when none is set; the embedded model uses DEFAULT_EMBEDDED_MAX_TOKENS.
 DEFAULT_REMOTE_MAX_TOKENS = 1024
 # OpenAI reasoning models (o1/o3/o4, gpt-5) accept only temperature 1.0 and a budget of at least 16000.
@@ -93,6 +97,7 @@ def make_lm(
     max_tokens: int | None = None,
     cache: bool | None = None,
     num_retries: int | None = None,
+    timeout: float | None = None,
     **kwargs: Any,
 ) -> dspy.LM:
     """Build a `dspy.LM` from a spec (see `ppoga_dspy.lm.spec` for the syntax) or pass an LM through.
@@ -105,6 +110,9 @@ def make_lm(
       the provider's usual variable (OPENAI_API_KEY, ...) is read by DSPy.
     - `temperature` (default 0.0) and `max_tokens` (default 256 embedded, 1024 remote; 1.0 and 16000
       for OpenAI reasoning models) are always set. Other keywords go to `dspy.LM` (e.g. `engine="litellm"`).
+    - `timeout` (default 120 s) bounds each attempt of a remote call; `num_retries` (default 3 remote, 0
+      embedded) transient failures are retried with backoff, then the error propagates (see `GuardedLM`).
+    - `cache` (default True): replies are cached by endpoint, engine and request; bad replies never are.
 
     Raises LMConfigError for an invalid spec or option.
     """
@@ -112,12 +120,16 @@ def make_lm(
 
     overrides = {
         k: v
-        for k, v in dict(temperature=temperature, max_tokens=max_tokens, cache=cache, num_retries=num_retries).items()
+        for k, v in dict(
+            temperature=temperature, max_tokens=max_tokens, cache=cache, num_retries=num_retries, timeout=timeout
+        ).items()
         if v is not None
     }
     if isinstance(spec, dspy.BaseLM):
         if api_base or api_key or api_key_env:
             raise LMConfigError("api_base/api_key apply to a spec string; build a new LM instead of overriding them")
+        if "timeout" in overrides and not isinstance(getattr(spec, "engine", "auto"), str):
+            overrides.pop("timeout")  # a custom (in-process) engine owns its connection and takes no timeout
         return spec.copy(**overrides, **kwargs) if overrides or kwargs else spec
     if spec is None:
         _show_default_notice()
@@ -140,7 +152,8 @@ def make_lm(
         "temperature": overrides.get("temperature", REASONING_TEMPERATURE if reasoning else DEFAULT_TEMPERATURE),
         "max_tokens": overrides.get("max_tokens", REASONING_MIN_MAX_TOKENS if reasoning else DEFAULT_REMOTE_MAX_TOKENS),
         "cache": overrides.get("cache", True),
-        "num_retries": overrides.get("num_retries", 3),
+        "num_retries": overrides.get("num_retries", DEFAULT_LM_RETRIES),
+        "timeout": _check_timeout(overrides.get("timeout", DEFAULT_LM_TIMEOUT)),
     }
     key = _resolve_key(parsed, base, api_key, api_key_env)
     if base:
@@ -165,12 +178,19 @@ def _make_embedded(parsed: LMSpec, overrides: dict[str, Any], kwargs: dict[str, 
     return _construct(engine.model_string, {**settings, **kwargs, "engine": engine})
 
 
+def _check_timeout(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise LMConfigError(f"LM timeout must be a positive number of seconds, got {value!r} (e.g. --lm-timeout 60)")
+    return float(value)
+
+
 def _construct(model: str, settings: dict[str, Any]) -> dspy.LM:
-    import dspy
     from dspy.utils.exceptions import LMConfigurationError
 
+    from ppoga_dspy.lm.guard import GuardedLM
+
     try:
-        return dspy.LM(model, **settings)
+        return GuardedLM(model, **settings)
     except (LMConfigurationError, ValueError, TypeError) as exc:
         raise LMConfigError(f"cannot build an LM for {model!r}: {exc}. Accepted spec forms: {ACCEPTED_FORMS}") from exc
 
@@ -188,6 +208,7 @@ def build_role_lms(settings: LMSettings | None = None) -> dict[str, dspy.LM]:
         "max_tokens": settings.max_tokens,
         "cache": settings.cache,
         "num_retries": settings.num_retries,
+        "timeout": settings.timeout,
     }
     built: dict[str | None, dspy.LM] = {}
 
@@ -198,6 +219,7 @@ def build_role_lms(settings: LMSettings | None = None) -> dict[str, dspy.LM]:
             if parsed is None or parsed.is_local:  # the embedded model takes no connection settings
                 options.pop("api_base")
                 options.pop("api_key_env")
+                options.pop("timeout")
             elif parsed.api_base:  # a spec's own @URL wins over the shared api_base setting
                 options.pop("api_base")
             built[spec] = make_lm(spec, **options)
@@ -212,3 +234,18 @@ def lm_spec_of(lm: dspy.BaseLM) -> str:
     """The spec string an LM was built from (`provider/model[@api_base]`), for artifacts and logs; never the key."""
     base = getattr(lm, "kwargs", {}).get("api_base")
     return f"{lm.model}@{base}" if base else lm.model
+
+
+def cache_report(lms: dict[str, Any] | None) -> dict[str, int]:
+    """LM calls made and replies served from the response cache, over the distinct role LMs (GuardedLM stats)."""
+    seen: dict[int, Any] = {}
+    for lm in (lms or {}).values():
+        stats = getattr(lm, "stats", None)
+        if stats is not None and hasattr(stats, "snapshot"):
+            seen[id(stats)] = stats
+    totals = {"calls": 0, "cache_hits": 0, "truncated": 0}
+    for stats in seen.values():
+        snap = stats.snapshot()
+        for name in totals:
+            totals[name] += snap.get(name, 0)
+    return totals

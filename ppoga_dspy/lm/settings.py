@@ -2,9 +2,10 @@
 
 Sources, highest precedence first:
 
-1. command-line flags (`add_lm_options`: `--lm`, `--executor-lm`, `--temperature`, `--max-tokens`),
-   or keyword arguments of `load_lm_settings`;
-2. environment variables (`ENV_VARS`: `PPOGA_LM`, `PPOGA_EXECUTOR_LM`, `PPOGA_LM_TEMPERATURE`, ...);
+1. command-line flags (`add_lm_options`: `--lm`, `--executor-lm`, `--temperature`, `--max-tokens`,
+   `--lm-timeout`, `--lm-retries`, `--no-cache`), or keyword arguments of `load_lm_settings`;
+2. environment variables (`ENV_VARS`: `PPOGA_LM`, `PPOGA_EXECUTOR_LM`, `PPOGA_LM_TEMPERATURE`, ...,
+   `PPOGA_LM_TIMEOUT`; `PPOGA_NO_CACHE=1` is the same as `PPOGA_LM_CACHE=false`);
 3. the `[lm]` table of a TOML file: `--config FILE`, else `$PPOGA_CONFIG`, else `ppoga.toml` in the
    working directory when it exists;
 4. the defaults below (no `lm`: the embedded offline demo model).
@@ -16,6 +17,9 @@ Example `ppoga.toml`:
     executor_lm = "openai/qwen@http://127.0.0.1:8000/v1"
     temperature = 0.0
     max_tokens = 1024
+    timeout = 120          # seconds per attempt of a remote call
+    num_retries = 3        # retries of a transient failure (with backoff), then the question fails
+    cache = true           # false: always ask the model (same as --no-cache)
     api_key_env = "MY_OPENAI_KEY"                     # read the key from this variable
 
 API keys never live in these settings or files: `api_key_env` names the environment variable that
@@ -52,12 +56,16 @@ ENV_VARS: dict[str, str] = {
     "api_key_env": "PPOGA_LM_API_KEY_ENV",
     "cache": "PPOGA_LM_CACHE",
     "num_retries": "PPOGA_LM_NUM_RETRIES",
+    "timeout": "PPOGA_LM_TIMEOUT",
 }
+#: `PPOGA_NO_CACHE=1` (or true/yes/on) turns the response cache off, like `--no-cache`.
+NO_CACHE_ENV = "PPOGA_NO_CACHE"
+_TRUE = {"1", "true", "yes", "on"}
 CONFIG_ENV = "PPOGA_CONFIG"
 DEFAULT_CONFIG_FILE = "ppoga.toml"
 TOML_TABLE = "lm"
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # The TOML file the settings being built read; set by `load_lm_settings` for one construction.
 _config_file: ContextVar[Path | None] = ContextVar("ppoga_lm_config_file", default=None)
@@ -74,8 +82,9 @@ class LMSettings(BaseSettings):
     max_tokens: int | None = Field(None, gt=0, description="reply budget; None: 256 embedded, 1024 remote")
     api_base: str | None = Field(None, description="base URL of an OpenAI-compatible server, for both roles")
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
-    cache: bool = Field(True, description="use DSPy's response cache")
-    num_retries: int = Field(3, ge=0, description="retries of transient provider errors")
+    cache: bool = Field(True, description="reuse cached replies (keyed by endpoint and engine)")
+    num_retries: int = Field(3, ge=0, description="retries of a transient failure (timeout, 5xx), with backoff")
+    timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="seconds per attempt of a remote LM call")
 
     @field_validator("lm", "executor_lm")
     @classmethod
@@ -93,7 +102,7 @@ class LMSettings(BaseSettings):
     @field_validator("api_key_env")
     @classmethod
     def _check_env_name(cls, value: str | None) -> str | None:
-        if value and not _ENV_NAME.match(value):
+        if value and not _ENV_NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not an environment variable name (write the variable's name, not the key)")
         return value or None
 
@@ -131,6 +140,8 @@ class _EnvSource(PydanticBaseSettingsSource):
             value, _, _ = self.get_field_value(self.settings_cls.model_fields[name], name)
             if value is not None:
                 found[name] = value
+        if os.environ.get(NO_CACHE_ENV, "").strip().lower() in _TRUE:
+            found["cache"] = False
         return found
 
 
@@ -205,7 +216,8 @@ def load_lm_settings(*, config: str | Path | None = None, **cli: Any) -> LMSetti
 
 
 def add_lm_options(parser: argparse.ArgumentParser) -> None:
-    """Add `--lm`, `--executor-lm`, `--config`, `--temperature`, `--max-tokens` (all default to "not given")."""
+    """Add `--lm`, `--executor-lm`, `--config`, `--temperature`, `--max-tokens`, `--lm-timeout`, `--lm-retries`,
+    `--no-cache` (all default to "not given")."""
     group = parser.add_argument_group(
         "language model",
         "The LM of each role. Without --lm (or PPOGA_LM, or [lm] lm in ppoga.toml) a small embedded demo "
@@ -228,6 +240,19 @@ def add_lm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-tokens", type=int, default=None, help="reply budget in tokens [default 256 embedded, 1024 remote]"
     )
+    group.add_argument(
+        "--lm-timeout", type=float, default=None, metavar="SECONDS",
+        help="seconds each attempt of a remote LM call may wait [PPOGA_LM_TIMEOUT; default 120]",
+    )
+    group.add_argument(
+        "--lm-retries", type=int, default=None, metavar="N",
+        help="retries of a timed-out or failing LM call, with backoff; then the question fails "
+        "[PPOGA_LM_NUM_RETRIES; default 3]",
+    )
+    group.add_argument(
+        "--no-cache", dest="no_cache", action="store_true", default=None,
+        help="always ask the model; never reply from the response cache [PPOGA_NO_CACHE=1]",
+    )
 
 
 def lm_settings_from_args(args: argparse.Namespace, **extra: Any) -> LMSettings:
@@ -237,6 +262,9 @@ def lm_settings_from_args(args: argparse.Namespace, **extra: Any) -> LMSettings:
         "executor_lm": getattr(args, "executor_lm", None),
         "temperature": getattr(args, "temperature", None),
         "max_tokens": getattr(args, "max_tokens", None),
+        "timeout": getattr(args, "lm_timeout", None),
+        "num_retries": getattr(args, "lm_retries", None),
+        "cache": False if getattr(args, "no_cache", None) else None,
     }
     cli.update(extra)
     return load_lm_settings(config=getattr(args, "config", None), **cli)

@@ -32,7 +32,7 @@ ACCEPTED_FORMS = (
     "local/embedded or local/NAME for the embedded offline model (local/smollm2-135m, local/gemma3-270m)"
 )
 
-_PROVIDER = re.compile(r"^[a-z][a-z0-9_\-]*$")
+_PROVIDER = re.compile(r"[a-z][a-z0-9_\-]*")
 _BASE_URL_MARK = re.compile(r"@(?=https?://)")
 
 
@@ -89,7 +89,7 @@ def parse_spec(spec: str) -> LMSpec:
     provider, slash, model = head.partition("/")
     if not slash:
         raise _invalid(spec, "it has no provider prefix (write PROVIDER/MODEL, e.g. openai/" + head + ")")
-    if not _PROVIDER.match(provider):
+    if not _PROVIDER.fullmatch(provider):
         raise _invalid(spec, f"provider {provider!r} is not a lower-case name like openai or hosted_vllm")
     if not model or model.startswith("/") or model.endswith("/"):
         raise _invalid(spec, "the model id after the provider is missing or malformed")

@@ -71,6 +71,8 @@ class QuestionRun:
         import dspy
         from dspy.utils.exceptions import AdapterParseError
 
+        from ppoga_dspy.lm.guard import reply_scope  # caches a reply only once it parsed; notes cut replies
+
         event = TraceEvent(stage=stage, inputs=jsonable(inputs))
         lm = self.role_lms.get(role)
         bound = {"lm": lm} if lm is not None else {}
@@ -79,9 +81,10 @@ class QuestionRun:
             bound["adapter"] = adapter
         started = time.perf_counter()
         prediction = None
-        with dspy.context(**bound) if bound else nullcontext(), dspy.track_usage() as tracker:
+        with dspy.context(**bound) if bound else nullcontext(), dspy.track_usage() as tracker, reply_scope() as replies:
             try:
                 prediction = predictor(**inputs)
+                replies.commit()
             except AdapterParseError as exc:
                 event.error = f"{type(exc).__name__}: {_first_line(exc)}"
                 prediction = _salvaged(exc, predictor)
@@ -98,6 +101,8 @@ class QuestionRun:
                     event.outputs = jsonable(dict(prediction.items()))
                     if getattr(prediction, "_salvaged", False):
                         event.outputs["_salvaged"] = True
+                if replies.truncations:  # replies cut to the reply cap before parsing (see lm/guard.py)
+                    event.outputs["_reply_truncated"] = replies.truncations
                 self.memory.record(event)
         return prediction
 

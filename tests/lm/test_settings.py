@@ -106,6 +106,7 @@ def test_every_setting_has_an_environment_variable(monkeypatch):
         "api_key_env": "SOME_KEY",
         "cache": "false",
         "num_retries": "0",
+        "timeout": "9.5",
     }
     assert set(values) == set(ENV_VARS) == set(LMSettings.model_fields)
     for field, value in values.items():
@@ -120,6 +121,7 @@ def test_every_setting_has_an_environment_variable(monkeypatch):
         "api_key_env": "SOME_KEY",
         "cache": False,
         "num_retries": 0,
+        "timeout": 9.5,
     }
 
 

@@ -1,0 +1,279 @@
+"""Loopback servers that misbehave on purpose: an OpenAI-compatible LM and a SPARQL endpoint.
+
+They exist so that timeouts, retries, circuit breakers, reply caps and cache keys are tested against
+real sockets and real client libraries (litellm / lm15, SPARQLWrapper), never against mocks.
+Both bind 127.0.0.1 on a free port, serve from a daemon thread, count the requests they receive
+and stop on `close()` (or leaving the `with` block). Only the standard library is used.
+
+    with FaultLMServer("hang") as lm, FaultSparqlServer("hang") as kg:
+        make_lm(lm.spec(), timeout=2)          # openai/fault@http://127.0.0.1:PORT/v1
+        open_kg(kg.url, timeout=2)
+        ...
+        lm.requests, kg.requests               # how many requests arrived
+
+LM modes (`LM_MODES`): `ok` (a well-formed ChatAdapter reply for whatever fields the prompt asks
+for), `empty` (an empty message), `garbage` (text in no format), `huge` (a 100 KB reply),
+`always-replan` (well-formed, but every decision is "replan"), `http500`, `hang` (read the request,
+never answer).
+
+SPARQL modes (`SPARQL_MODES`): `refuse` (the port is closed: connection refused), `hang`,
+`http500`, `garbage-json` (200 with a body that is not JSON), `non-utf8` (200 with JSON whose
+bytes are not UTF-8), `ok` (an empty but valid SELECT result).
+
+A hanging handler waits at most `hang_seconds` (default 600) so that a forgotten server never
+pins a thread forever; `close()` releases hanging handlers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["LM_MODES", "SPARQL_MODES", "FaultLMServer", "FaultSparqlServer", "free_port"]
+
+LM_MODES = ("ok", "empty", "garbage", "huge", "always-replan", "http500", "hang")
+SPARQL_MODES = ("ok", "refuse", "hang", "http500", "garbage-json", "non-utf8")
+
+HUGE_REPLY_BYTES = 100_000
+_MAX_BODY = 8 * 1024 * 1024
+
+# DSPy's ChatAdapter system prompt lists "Your output fields are:\n1. `name` (type): ..."
+_OUTPUTS = re.compile(r"Your output fields are:\n(.*?)(?:\n[A-Z]|\Z)", re.S)
+_FIELD = re.compile(r"^\d+\. `(\w+)` \(([^)]*)\)", re.M)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (nothing listens on it after this returns)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Base:
+    """Start/stop, request counting and bounded hanging, shared by both fault servers."""
+
+    modes: tuple[str, ...] = ()
+
+    def __init__(self, mode: str, *, hang_seconds: float = 600.0) -> None:
+        if mode not in self.modes:
+            raise ValueError(f"unknown mode {mode!r}; one of {', '.join(self.modes)}")
+        self.mode = mode
+        self.hang_seconds = hang_seconds
+        self._count = 0
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port = free_port()
+        if mode != "refuse":
+            handler = type("Handler", (self._handler_class(),), {"owner": self})
+            self._httpd = _Server(("127.0.0.1", self._port), handler)
+            self._port = int(self._httpd.server_address[1])
+            self._thread = threading.Thread(target=self._httpd.serve_forever, name=f"fault-{mode}", daemon=True)
+            self._thread.start()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def requests(self) -> int:
+        """Requests received so far (a refused port receives none)."""
+        with self._lock:
+            return self._count
+
+    def _counted(self) -> None:
+        with self._lock:
+            self._count += 1
+
+    def hang(self) -> None:
+        """Block the handling thread until close() or hang_seconds, whichever comes first."""
+        self._released.wait(self.hang_seconds)
+
+    def close(self) -> None:
+        self._released.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    owner: Any = None
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
+        return
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length", "0") or 0)
+        return self.rfile.read(min(length, _MAX_BODY)) if length > 0 else b""
+
+    def _reply(self, status: int, data: bytes, content_type: str) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout): nothing to do
+            pass
+
+
+# -- the LM server ---------------------------------------------------------------------------------
+
+
+def _fields(system: str) -> list[tuple[str, str]]:
+    match = _OUTPUTS.search(system)
+    return _FIELD.findall(match.group(1)) if match else []
+
+
+def _value(name: str, kind: str, *, replan: bool) -> str:
+    """A plausible value for one output field, from its declared type."""
+    if "Literal" in kind:
+        options = re.findall(r"'([^']*)'", kind)
+        if replan and "replan" in options:
+            return "replan"
+        return options[0] if options else "x"
+    if kind.startswith("list"):
+        if "PlanStep" in kind or name in ("steps", "new_steps"):
+            return json.dumps([{"objective": "find the answer", "expected_outcome": "an entity"}])
+        return json.dumps(["unknown"])
+    if kind in ("int", "float"):
+        return "0"
+    if kind == "bool":
+        return "false"
+    return "replanning" if replan else "unknown"
+
+
+def chat_reply(system: str, *, replan: bool = False) -> str:
+    """A ChatAdapter-format reply filling every output field the system prompt names."""
+    parts = [f"[[ ## {name} ## ]]\n{_value(name, kind, replan=replan)}" for name, kind in _fields(system)]
+    parts.append("[[ ## completed ## ]]")
+    return "\n\n".join(parts)
+
+
+class _LMHandler(_Quiet):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body = {"object": "list", "data": [{"id": "fault", "object": "model", "created": 0, "owned_by": "ppoga"}]}
+        self._reply(200, json.dumps(body).encode(), "application/json")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        owner: FaultLMServer = self.owner
+        raw = self._body()
+        owner._counted()
+        mode = owner.mode
+        if mode == "hang":
+            owner.hang()
+            return
+        if mode == "http500":
+            error = {"error": {"message": "fault server: internal error", "type": "server_error", "code": None}}
+            self._reply(500, json.dumps(error).encode(), "application/json")
+            return
+        try:
+            payload = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            payload = {}
+        messages = payload.get("messages") or []
+        system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+        if mode == "empty":
+            text = ""
+        elif mode == "garbage":
+            text = "~~ %%% no fields here, only noise 0xDEADBEEF ~~"
+        elif mode == "huge":
+            text = ("[[ ## " + "m.0huge " * 8 + "## ]]\n") + ("m.0mediator " * (HUGE_REPLY_BYTES // 12))
+        else:
+            text = chat_reply(system, replan=mode == "always-replan")
+        body = {
+            "id": f"fault-{owner.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(payload.get("model") or "fault"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(text) // 4),
+                      "total_tokens": 10 + max(1, len(text) // 4)},
+        }
+        self._reply(200, json.dumps(body).encode(), "application/json")
+
+
+class FaultLMServer(_Base):
+    """An OpenAI-compatible chat server on loopback that answers in one fault mode (see `LM_MODES`)."""
+
+    modes = LM_MODES
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return _LMHandler
+
+    @property
+    def url(self) -> str:
+        """The base URL (`http://127.0.0.1:PORT/v1`)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def spec(self, model: str = "fault") -> str:
+        """An LM spec for this server: `openai/MODEL@URL`."""
+        return f"openai/{model}@{self.url}"
+
+
+# -- the SPARQL server -----------------------------------------------------------------------------
+
+
+class _SparqlHandler(_Quiet):
+    def _answer(self) -> None:
+        owner: FaultSparqlServer = self.owner
+        if self.command == "POST":
+            self._body()
+        owner._counted()
+        mode = owner.mode
+        if mode == "hang":
+            owner.hang()
+            return
+        if mode == "http500":
+            self._reply(500, b"fault server: internal error", "text/plain")
+        elif mode == "garbage-json":
+            self._reply(200, b'{"head": {"vars": ["x"]}, "results": {"bindings": [ oops',
+                        "application/sparql-results+json")
+        elif mode == "non-utf8":
+            body = (b'{"head": {"vars": ["x"]}, "results": {"bindings": '
+                    b'[{"x": {"type": "literal", "value": "\xff\xfe\xc3("}}]}}')
+            self._reply(200, body, "application/sparql-results+json")
+        else:
+            self._reply(200, b'{"head": {"vars": []}, "results": {"bindings": []}}', "application/sparql-results+json")
+
+    do_GET = _answer  # noqa: N815 - http.server's naming
+    do_POST = _answer  # noqa: N815 - http.server's naming
+
+
+class FaultSparqlServer(_Base):
+    """A SPARQL protocol endpoint on loopback that fails in one mode (see `SPARQL_MODES`).
+
+    `refuse` binds nothing: the port was free when chosen, so connecting is refused.
+    """
+
+    modes = SPARQL_MODES
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return _SparqlHandler
+
+    @property
+    def url(self) -> str:
+        """The query endpoint URL (`http://127.0.0.1:PORT/sparql`)."""
+        return f"http://127.0.0.1:{self.port}/sparql"
