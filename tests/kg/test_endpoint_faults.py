@@ -19,7 +19,7 @@ def test_a_bad_reply_is_retried_then_one_kg_error(mode):
             kg.relations("m.0demo001")
         assert server.requests == 3  # retried like any transient failure
     message = str(info.value)
-    assert "\n" not in message and "bad reply 3 times" in message and server.url in message
+    assert "\n" not in message and "bad reply, 3 tries" in message and server.url in message
     assert isinstance(info.value, KGError) and info.value.exit_code == KGError.exit_code
 
 
