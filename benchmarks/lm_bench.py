@@ -361,17 +361,18 @@ def ask_table(cold: bool) -> None:
             print(out.stderr[-2000:], file=sys.stderr)
             return {"seconds": float("nan"), "peak_rss_mib": float("nan"), "status": -1}
 
-    rows: list[tuple[str, dict[str, Any]]] = []
-    if cold:
-        for legacy in (True, False):
-            with tempfile.TemporaryDirectory() as empty:
-                rows.append((f"cold {'old' if legacy else 'new'}", once(legacy, empty)))
-    for legacy in (True, False, True, False):
-        rows.append((f"warm {'old' if legacy else 'new'}", once(legacy, None)))
     print(f"`ppoga ask {ASK_QUESTION!r}` (fresh process each; cold = empty model cache)")
-    print(f"{'run':<10}{'seconds':>9}{'peak RSS MiB':>14}{'exit':>6}")
-    for label, row in rows:
-        print(f"{label:<10}{row['seconds']:9.1f}{row['peak_rss_mib']:14.0f}{row['status']:>6}")
+    print(f"{'run':<10}{'seconds':>9}{'peak RSS MiB':>14}{'exit':>6}", flush=True)
+    # Printed as they finish (a loaded machine can take minutes per cold ask); warm first, new first.
+    plan = [("warm", False), ("warm", True)] + ([("cold", False), ("cold", True)] if cold else [])
+    for kind, legacy in plan + [("warm", False), ("warm", True)]:
+        if kind == "cold":
+            with tempfile.TemporaryDirectory() as empty:
+                row = once(legacy, empty)
+        else:
+            row = once(legacy, None)
+        label = f"{kind} {'old' if legacy else 'new'}"
+        print(f"{label:<10}{row['seconds']:9.1f}{row['peak_rss_mib']:14.0f}{row['status']:>6}", flush=True)
 
 
 # --------------------------------------------------------------------------------------------------
