@@ -30,8 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_program_options(run)
     run.set_defaults(handler=_eval)
 
-    report = subparsers.add_parser("report", help="print the summary of a run file, or of two runs side by side")
+    report = subparsers.add_parser("report", help="print the summary of a run file, or of two runs side by side",
+                                   description="Summaries of run files: ours, or PoG's result files (JSONL/JSON "
+                                               "with `question` and `results`), scored with PoG's rule too.")
     report.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl")
+    report.add_argument("--dataset", metavar="SPEC", default=None,
+                        help="the dataset a PoG result file answered (its gold answers), e.g. "
+                             "cwq:../shared/data/freebase-questions/cwq.json")
     report.add_argument("--json", action="store_true", help="print the summaries as JSON")
     report.set_defaults(handler=_report)
 
@@ -59,13 +64,15 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ppoga_dspy.experiments.evaluate import EvaluationError, read_run, summarize
+    from ppoga_dspy.experiments.evaluate import EvaluationError, summarize
+    from ppoga_dspy.experiments.pog_runs import read_scored_run
 
     summaries = {}
     for path in args.runs:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
-        summaries[str(path)] = summarize(read_run(path))
+        rows, notes = read_scored_run(path, dataset=args.dataset)
+        summaries[str(path)] = {**summarize(rows), **notes}
     _print_summaries(summaries, as_json=args.json)
     return 0
 
