@@ -28,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="Optuna storage URL (default: sqlite:///<out>.optuna.db); an RDB URL shares the study")
     cmd.add_argument("--study", default="ppoga-thresholds", help="study name in the storage")
     cmd.add_argument("--threads", type=int, default=1)
+    cmd.add_argument("--search-switches", action="store_true",
+                     help="also let trials switch prediction / path correction / plan correction off (ablations, "
+                          "labelled so); by default the method's stages are frozen on")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true")
     add_program_options(cmd)
@@ -48,11 +51,13 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"ppoga tune: {args.trials} trials on {len(examples)} {args.split} questions; study {args.study!r} "
               f"in {storage}", file=sys.stderr)
         result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
-                                 seed=args.seed, threads=args.threads)
+                                 seed=args.seed, threads=args.threads, search_switches=args.search_switches)
         program.thresholds = result.best
         images = save_plots(result.study, args.out)
         tuning = {"storage": storage, "study": args.study, "trials": len(result.study.trials),
-                  "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1]},
+                  "search_switches": args.search_switches,
+                  "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1],
+                             "ablation": result.pareto[0]["ablation"] if result.pareto else []},
                   "pareto_front": result.pareto, "images": [str(p) for p in images]}
         previous = {}
         if args.program:
@@ -68,8 +73,11 @@ def _tune(args: argparse.Namespace) -> int:
             print_json(report)
         else:
             print(f"Pareto front ({len(result.pareto)} trials): " + "; ".join(
-                f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}" for p in result.pareto[:8]))
-            print(f"chosen: hits@1 {result.best_values[0]:.3f}, LM calls/q {result.best_values[1]:.2f}; "
+                f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}"
+                + (f" [ablation: {', '.join(p['ablation'])}]" if p["ablation"] else "") for p in result.pareto[:8]))
+            chosen_off = tuning["chosen"]["ablation"]
+            print(f"chosen: hits@1 {result.best_values[0]:.3f}, LM calls/q {result.best_values[1]:.2f}"
+                  + (f" (an ablation: {', '.join(chosen_off)}, not PPoGA)" if chosen_off else "") + "; "
                   f"wrote {args.out}"
                   + (f" and {', '.join(str(p) for p in images)}" if images else ""))
     return 0
