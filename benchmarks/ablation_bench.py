@@ -9,6 +9,8 @@ does about them. Configurations switch one stage off through the thresholds (`us
 
     full PPoGA | no prediction | no path correction | no plan correction
 
+and the `P=0` column is full PPoGA with a planner that makes no mistake, the dataset's ceiling.
+
 The row without prediction carries no target: a scripted judge reads the observation, not the
 prediction, so it cannot show what prediction adds (and is not built to).
 
@@ -66,26 +68,33 @@ def measure(name: str, data: Path, *, n: int, rates: list[float], seed: int, thr
     rows = []
     kg = open_kg(data / kb)
     try:
+        ceiling = None
         for rate in rates:
-            for config, switches in CONFIGS.items():
+            for config, switches in [("P=0 ceiling", {})] * (ceiling is None) + list(CONFIGS.items()):
                 started = time.perf_counter()
-                lm = scripted_lm_for_spec(f"oracle/noisy:{rate:g}", examples, seed=seed, kg=kg)
+                spec = f"oracle/noisy:{0 if config == 'P=0 ceiling' else rate:g}"
+                lm = scripted_lm_for_spec(spec, examples, seed=seed, kg=kg)
                 program = PPoGA(kg, role_lms={"planner": lm, "executor": lm}, ranker=ranker,
                                 thresholds=Thresholds(**switches))
                 summary = score_program(program, examples, threads=threads)
-                rows.append({"dataset": name, "p": rate, "config": config, "n": summary["n"],
-                             "hits@1": summary["hits@1"], "lm_calls_mean": summary["lm_calls_mean"],
-                             "failed": summary["failed"], "stats": dict(lm.engine.planner.stats)})
-                print(f"{name} P={rate:g} {config}: hits@1 {summary['hits@1']:.3f}, calls/q "
+                print(f"{name} {spec} {config}: hits@1 {summary['hits@1']:.3f}, calls/q "
                       f"{summary['lm_calls_mean']:.2f} (n={summary['n']}, {time.perf_counter() - started:.0f}s)",
                       file=sys.stderr, flush=True)
+                if config == "P=0 ceiling":  # the same program without mistakes: what no correction can exceed
+                    ceiling = summary["hits@1"]
+                    continue
+                rows.append({"dataset": name, "p": rate, "config": config, "n": summary["n"], "ceiling": ceiling,
+                             "hits@1": summary["hits@1"], "lm_calls_mean": summary["lm_calls_mean"],
+                             "failed": summary["failed"], "stats": dict(lm.engine.planner.stats)})
     finally:
         kg.close()
     return rows
 
 
 def table(rows: list[dict], *, seed: int):
-    """Rows (dataset, P) x columns (configuration): 'Hits@1 % / calls per question', a markdown table."""
+    """Rows (dataset, P) x columns (configuration): 'Hits@1 % / calls per question', a markdown table.
+
+    `P=0` is full PPoGA's Hits@1 with a planner that makes no mistake: the ceiling for that dataset."""
     from rich import box
     from rich.table import Table
 
@@ -94,6 +103,7 @@ def table(rows: list[dict], *, seed: int):
     out.add_column("dataset")
     out.add_column("P", justify="right")
     out.add_column("n", justify="right")
+    out.add_column("P=0", justify="right")
     for config in CONFIGS:
         out.add_column(config, justify="right")
     out.add_column("full - no path corr.", justify="right")
@@ -102,7 +112,7 @@ def table(rows: list[dict], *, seed: int):
     for dataset, rate in keys:
         cells = {r["config"]: r for r in rows if (r["dataset"], r["p"]) == (dataset, rate)}
         full = cells["full PPoGA"]["hits@1"]
-        out.add_row(dataset, f"{rate:g}", str(cells["full PPoGA"]["n"]),
+        out.add_row(dataset, f"{rate:g}", str(cells["full PPoGA"]["n"]), f"{100 * cells['full PPoGA']['ceiling']:.1f}",
                     *[f"{100 * cells[c]['hits@1']:.1f} / {cells[c]['lm_calls_mean']:.1f}" for c in CONFIGS],
                     f"{100 * (full - cells['no path correction']['hits@1']):+.1f}",
                     f"{100 * (full - cells['no plan correction']['hits@1']):+.1f}")
