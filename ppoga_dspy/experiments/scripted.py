@@ -511,9 +511,13 @@ class NoisyPlanner:
 
     def think(self, inputs: dict[str, Any]) -> dict[str, Any]:
         verdict, why = self.judge(inputs, "think")
+        # both names of Think's output field (`reflection`, renamed `thought` on method-core): only the
+        # signature's own fields are written into the reply
         if verdict == "on_path":
-            return {"reflection": f"the observation meets the objective: {why}", "missing": "nothing"}
-        return {"reflection": f"the observation does not meet the objective: {why}",
+            text = f"the observation meets the objective: {why}"
+            return {"reflection": text, "thought": text, "missing": "nothing"}
+        text = f"the observation does not meet the objective: {why}"
+        return {"reflection": text, "thought": text,
                 "missing": f"the entity that the step '{inputs.get('step', '')}' asks for"}
 
     def evaluate(self, inputs: dict[str, Any]) -> dict[str, Any]:
