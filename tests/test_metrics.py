@@ -14,11 +14,13 @@ from ppoga_dspy.experiments.metrics import (
     breakdown,
     dspy_metric,
     hits_at_1_lenient,
+    hits_at_1_pog,
     hits_at_1_strict,
     normalize_lenient,
     normalize_strict,
     score_prediction,
 )
+from tests.conftest import shared_data
 
 
 def test_docstring_examples_hold():
@@ -111,10 +113,11 @@ def test_score_prediction_forms():
         metadata={"answer_groups": [["Christopher Nolan", "Chris Nolan"], ["Jonathan Nolan"]]},
     ).with_inputs("question", "topic_entities")
     pred = dspy.Prediction(answers=["Chris Nolan", "Jonathan Nolan"])
-    assert score_prediction(example, pred) == {"hits@1": 1, "hits@1_strict": 1, "f1": 1.0}
-    assert score_prediction(example, ["Nolan"]) == {"hits@1": 1, "hits@1_strict": 0, "f1": 0.0}
+    assert score_prediction(example, pred) == {"hits@1": 1, "hits@1_strict": 1, "f1": 1.0, "hits@1_pog": 1}
+    assert score_prediction(example, ["Nolan"]) == {"hits@1": 1, "hits@1_strict": 0, "f1": 0.0, "hits@1_pog": 1}
     assert score_prediction(example, "Jonathan Nolan")["f1"] == pytest.approx(2 / 3)
-    assert score_prediction(example, dspy.Prediction(answers=[])) == {"hits@1": 0, "hits@1_strict": 0, "f1": 0.0}
+    assert score_prediction(example, dspy.Prediction(answers=[])) == {"hits@1": 0, "hits@1_strict": 0, "f1": 0.0,
+                                                                      "hits@1_pog": 0}
     assert score_prediction(example, None)["hits@1"] == 0
     assert score_prediction(example, {"answers": ["Jonathan Nolan"]})["hits@1_strict"] == 1
 
@@ -147,8 +150,35 @@ def test_breakdown_groups_by_metadata_key():
     ]
     by_type = breakdown(rows, "type")
     assert list(by_type) == ["1-hop", "cvt"]
-    assert by_type["1-hop"] == {"n": 2, "hits@1": 0.5, "hits@1_strict": 0.5, "f1": 0.75}
-    assert by_type["cvt"] == {"n": 2, "hits@1": 1.0, "hits@1_strict": 0.0, "f1": 0.125}
+    assert by_type["1-hop"] == {"n": 2, "hits@1": 0.5, "hits@1_strict": 0.5, "f1": 0.75, "hits@1_pog": 0.0}
+    assert by_type["cvt"] == {"n": 2, "hits@1": 1.0, "hits@1_strict": 0.0, "f1": 0.125, "hits@1_pog": 0.0}
     by_hops = breakdown(rows, "hops")
     assert by_hops[1]["n"] == 2 and by_hops[2]["n"] == 1 and by_hops[None]["n"] == 1
     assert breakdown([], "type") == {}
+
+
+def test_hits_at_1_pog_scores_the_whole_answer_field_as_pog_does():
+    """PoG: lower-case, remove spaces, containment either way, every alias; '_' is not a space there."""
+    gold = ["Jamaica", "Commonwealth of Jamaica"]
+    assert hits_at_1_pog("The answer is {Jamaica}.", gold)
+    assert hits_at_1_pog("commonwealthof jamaica", gold)
+    assert not hits_at_1_pog("Kingston", gold)
+    assert not hits_at_1_pog("   ", gold)  # an empty field is a miss (PoG's script would count it)
+    assert not hits_at_1_pog("Alan PULIDO", ["Alan_PULIDO"]) and hits_at_1_lenient("Alan PULIDO", ["Alan_PULIDO"])
+    # the whole field may hold several names: PoG counts it where strict Hits@1 on the first answer does not
+    example = {"answers": ["Jamaica"]}
+    scores = score_prediction(example, ["Kingston", "Jamaica"], answer_field="{Kingston}, {Jamaica}")
+    assert scores["hits@1_pog"] == 1 and scores["hits@1"] == scores["hits@1_strict"] == 0
+
+
+def test_hits_at_1_pog_reads_the_cwq_aliases(tmp_path):
+    """The CWQ loader merges `cwq_aname_dict.json`; an alias-only answer is a PoG hit on a real question."""
+    import json
+
+    cwq = shared_data("freebase-questions", "cwq.json")
+    anames = json.loads(shared_data("freebase-questions", "cwq_aname_dict.json").read_text(encoding="utf-8"))
+    examples = load_dataset(f"cwq:{cwq}")
+    with_alias = next(e for e in examples if any(a != e.answers[0] for a in anames.get(e.question, [])))
+    alias = next(a for a in anames[with_alias.question] if a != with_alias.answers[0])
+    assert alias in with_alias.answers
+    assert score_prediction(with_alias, [alias])["hits@1_pog"] == 1

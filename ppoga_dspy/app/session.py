@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.scripted import ORACLE_LM
+from ppoga_dspy.experiments.scripted import is_scripted_spec
 
 # Benchmarks that ship their own KG: question file name -> KB file name in the same folder.
 _OWN_KG = {
@@ -43,6 +43,7 @@ class ProgramSettings(BaseModel):
     program: str | None = Field(None, description="artifact path from `ppoga compile` / `ppoga tune`; None: the "
                                 "artifact shipped for this LM if there is one; 'none': no artifact (zero-shot)")
     overrides: dict[str, str] = Field(default_factory=dict, description="threshold NAME -> VALUE (text)")
+    seed: int = Field(0, description="seed of the scripted noisy planner (`--lm oracle/noisy:P`)")
 
 
 @dataclass
@@ -108,17 +109,18 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def role_lms_for(settings: ProgramSettings, *, examples: list | None = None) -> tuple[dict[str, Any], str]:
-    """Role -> LM, and their description; `oracle/gold-path` is the scripted perfect planner (needs examples)."""
+def role_lms_for(
+    settings: ProgramSettings, *, examples: list | None = None, kg: Any = None
+) -> tuple[dict[str, Any], str]:
+    """Role -> LM, and their description; `oracle/gold-path` (perfect) and `oracle/noisy:P` (errs at rate P,
+    seeded by `settings.seed`) are scripted planners that follow the examples' gold paths (need examples)."""
     lm_settings = settings.lm
     planner_spec = getattr(lm_settings, "lm", None)
-    if planner_spec == ORACLE_LM:
-        from ppoga_dspy.experiments.scripted import oracle_lm
+    if is_scripted_spec(planner_spec):
+        from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
 
-        if not examples:
-            raise ConfigError(f"--lm {ORACLE_LM} follows gold paths and needs a dataset (use it with eval/tune)")
-        lm = oracle_lm(examples)
-        return {"planner": lm, "executor": lm}, ORACLE_LM
+        lm = scripted_lm_for_spec(planner_spec, examples, seed=settings.seed, kg=kg)
+        return {"planner": lm, "executor": lm}, planner_spec
     from ppoga_dspy.lm import build_role_lms, lm_spec_of
 
     role_lms = build_role_lms(lm_settings)
@@ -154,7 +156,7 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
     thresholds_with(settings.overrides)  # fail fast on a bad --set, before any work
     kg = open_kg_for(settings)
     try:
-        role_lms, description = role_lms_for(settings, examples=examples)
+        role_lms, description = role_lms_for(settings, examples=examples, kg=kg)
         program = PPoGA(kg, role_lms=role_lms)
         if settings.program is None:  # no --program: the artifact shipped for this LM, if any
             from ppoga_dspy.data import default_artifact

@@ -77,7 +77,8 @@ def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, s
     parser.add_argument("--dataset", required=True, metavar="SPEC",
                         help="FORMAT:PATH (e.g. wc2014:../shared/data/wc2014/WC-P1.txt) or a short name (demo)")
     parser.add_argument("--split", choices=("train", "dev", "test"), default=split, help=split_help)
-    parser.add_argument("--seed", type=int, default=0, help="split (and optimizer/sampler) seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="split, optimizer/sampler and oracle/noisy:P planner seed (default 0)")
     parser.add_argument("--limit", type=at_least(1, hint="; omit --limit to run every question"), default=None,
                         help="at most N questions (after splitting; default: all)")
 
@@ -109,6 +110,7 @@ def program_settings(args: argparse.Namespace):
         lm=lm_settings,
         program=getattr(args, "program", None),
         overrides=parse_overrides(getattr(args, "threshold_overrides", []) or []),
+        seed=getattr(args, "seed", 0) or 0,
     )
 
 

@@ -17,6 +17,7 @@ from ppoga_dspy.cli.common import (
     print_json,
     program_settings,
 )
+from ppoga_dspy.experiments.scripted import is_scripted_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.add_argument("--dev-limit", type=at_least(1), default=None, help="at most N dev questions")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
     cmd.add_argument("--teacher-lm", metavar="SPEC", default=None,
-                     help=f"LM that runs the teacher / proposes prompts; {ORACLE_LM} writes demos from the training "
-                          "split's gold paths")
+                     help=f"LM that runs the teacher / proposes prompts; {ORACLE_LM} (or oracle/noisy:P) writes demos "
+                          "from the training split's gold paths")
     cmd.add_argument("--max-demos", type=at_least(0), default=3, help="demos per predictor (default 3)")
     cmd.add_argument("--candidates", type=at_least(1), default=4, 
                      help="candidate programs for random search (default 4)")
@@ -55,10 +56,10 @@ def _compile(args: argparse.Namespace) -> int:
     trainset = load_examples(args)
     devset = load_examples(args, split=args.dev_split, limit=args.dev_limit)
     teacher = None
-    if args.teacher_lm == ORACLE_LM:  # demos written by a planner that follows the training split's gold paths
-        from ppoga_dspy.experiments.scripted import oracle_lm
+    if is_scripted_spec(args.teacher_lm):  # demos written by a planner that follows the training split's gold paths
+        from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
 
-        teacher = oracle_lm(trainset)
+        teacher = scripted_lm_for_spec(args.teacher_lm, trainset, seed=args.seed)
     elif args.teacher_lm:
         from ppoga_dspy.lm import make_lm
 

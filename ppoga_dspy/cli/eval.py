@@ -37,8 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_program_options(run)
     run.set_defaults(handler=_eval)
 
-    report = subparsers.add_parser("report", help="print the summary of a run file, or of two runs side by side")
+    report = subparsers.add_parser("report", help="print the summary of a run file, or of two runs side by side",
+                                   description="Summaries of run files: ours, or PoG's result files (JSONL/JSON "
+                                               "with `question` and `results`), scored with PoG's rule too.")
     report.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl")
+    report.add_argument("--dataset", metavar="SPEC", default=None,
+                        help="the dataset a PoG result file answered (its gold answers), e.g. "
+                             "cwq:../shared/data/freebase-questions/cwq.json")
     report.add_argument("--json", action="store_true", help="print the summaries as JSON")
     report.add_argument("--merge", action="store_true",
                         help="summarize the files as one run (automatic when they are the shards of one run)")
@@ -96,16 +101,18 @@ def _eval(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from ppoga_dspy.experiments.evaluate import EvaluationError, read_run, summarize
     from ppoga_dspy.experiments.shards import are_shards_of_one_run, merge_runs
+    from ppoga_dspy.experiments.pog_runs import read_scored_run
 
     runs = {}
     for path in args.runs:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
-        rows = read_run(path)
+        rows, notes = read_scored_run(path, dataset=args.dataset)
         if not rows:
             raise EvaluationError(f"{path} is empty: it holds no finished question; `ppoga eval ... --out {path}` "
                                   "fills it")
         runs[str(path)] = rows
+        run_notes[str(path)] = notes
     if args.merge or are_shards_of_one_run(runs):
         merged = merge_runs(runs)
         if merged.missing_shards:
@@ -116,7 +123,7 @@ def _report(args: argparse.Namespace) -> int:
                   "the summary covers the questions finished so far", file=sys.stderr)
         summaries = {merged.name: summarize(merged.rows)}
     else:
-        summaries = {path: summarize(rows) for path, rows in runs.items()}
+        summaries = {path: {**summarize(rows), **run_notes[path]} for path, rows in runs.items()}
     _print_summaries(summaries, as_json=args.json)
     return 0
 

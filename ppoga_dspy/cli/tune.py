@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           f"for {GRACE_FACTOR}x this long (its worker died) is failed and retried")
     cmd.add_argument("--worker-share", type=int, default=None, help=argparse.SUPPRESS)  # set for spawned workers
     cmd.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
+    cmd.add_argument("--search-switches", action="store_true",
+                     help="also let trials switch prediction / path correction / plan correction off (ablations, "
+                          "labelled so); by default the method's stages are frozen on")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true")
     add_program_options(cmd)
@@ -72,13 +75,16 @@ def _tune(args: argparse.Namespace) -> int:
               f"in {storage}" + (f"; {args.workers} workers" if args.workers > 1 else ""), file=sys.stderr)
         workers = _run_workers(args, program, storage) if args.workers > 1 else []
         result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
-                                 seed=args.seed, threads=args.threads, heartbeat=args.heartbeat)
+                                 seed=args.seed, threads=args.threads, heartbeat=args.heartbeat,
+                                 search_switches=args.search_switches)
         program.thresholds = result.best
         images = save_plots(result.study, args.out)
         states = Counter(t.state.name for t in result.study.trials)
         tuning = {"storage": storage, "study": args.study, "trials": len(result.study.trials),
                   "trial_states": dict(states),
-                  "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1]},
+                  "search_switches": args.search_switches,
+                  "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1],
+                             "ablation": result.pareto[0]["ablation"] if result.pareto else []},
                   "pareto_front": result.pareto, "images": [str(p) for p in images]}
         previous = {}
         if args.program:
@@ -94,8 +100,11 @@ def _tune(args: argparse.Namespace) -> int:
             print_json(report)
         else:
             print(f"Pareto front ({len(result.pareto)} trials): " + "; ".join(
-                f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}" for p in result.pareto[:8]))
-            print(f"chosen: hits@1 {result.best_values[0]:.3f}, LM calls/q {result.best_values[1]:.2f}; "
+                f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}"
+                + (f" [ablation: {', '.join(p['ablation'])}]" if p["ablation"] else "") for p in result.pareto[:8]))
+            chosen_off = tuning["chosen"]["ablation"]
+            print(f"chosen: hits@1 {result.best_values[0]:.3f}, LM calls/q {result.best_values[1]:.2f}"
+                  + (f" (an ablation: {', '.join(chosen_off)}, not PPoGA)" if chosen_off else "") + "; "
                   f"wrote {args.out}"
                   + (f" and {', '.join(str(p) for p in images)}" if images else ""))
     return 0

@@ -260,6 +260,7 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
         "hits@1": _mean(metric["hits@1"]),
         "hits@1_strict": _mean(metric["hits@1_strict"]),
         "f1": _mean(metric["f1"]),
+        "hits@1_pog": _mean(metric["hits@1_pog"]) if metric["hits@1_pog"] else None,  # absent from older runs
         "failed": len(failed),
         "errors_by_kind": dict(Counter(r.get("error_kind") or "unknown" for r in failed)),
         "lm_calls_mean": _mean(calls),
@@ -305,6 +306,7 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
         ("questions", "n", "{:.0f}"),
         ("Hits@1 (lenient)", "hits@1", "{:.3f}"),
         ("Hits@1 (strict)", "hits@1_strict", "{:.3f}"),
+        ("Hits@1 (PoG's rule)", "hits@1_pog", "{:.3f}"),
         ("answer F1", "f1", "{:.3f}"),
         ("failed", "failed", "{:.0f}"),
         ("LM calls / q (mean)", "lm_calls_mean", "{:.2f}"),
@@ -318,7 +320,8 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
     if any("startup_seconds" in s for s in summaries.values()):
         rows.append(("start-up seconds (once, not per q)", "startup_seconds", "{:.1f}"))
     for label, key, fmt in rows:
-        table.add_row(label, *[fmt.format(s.get(key, 0)) for s in summaries.values()])
+        table.add_row(label, *["-" if s.get(key, 0) is None else fmt.format(s.get(key, 0))
+                               for s in summaries.values()])
     for key in ("type", "level", "hops"):
         names = sorted({name for s in summaries.values() for name in s.get("by", {}).get(key, {})})
         for name in names:

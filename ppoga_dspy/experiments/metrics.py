@@ -1,8 +1,15 @@
-"""Answer metrics: Hits@1 as PoG/ToG score it (lenient), a strict Hits@1, and set F1 for many answers.
+"""Answer metrics: Hits@1 as PoG scores it, a lenient and a strict Hits@1, and set F1 for many answers.
 
-Lenient Hits@1 is the number the PoG and PPoGA papers report; strict Hits@1 and F1 are there so a
-prediction that merely *contains* the answer ("Paris, France and Lyon") is not mistaken for a
-precise one. All functions are pure and cheap; nothing here imports dspy.
+* `hits@1_pog`: PoG's own evaluation rule, reproduced: the *whole answer field* (PoG's `results`
+  text; for our runs the first answer) against every gold alias (for CWQ the aliases of
+  `cwq_aname_dict.json`, which the CWQ loader merges into `answers`), lower-cased with spaces
+  removed, a hit when one contains the other. This is the number the PoG and PPoGA papers report.
+* `hits@1`: the same lenient containment on the first *extracted* answer, with `_` read as a space.
+* `hits@1_strict`: the first answer equals a gold alias after SQuAD normalisation; no containment.
+* `f1`: set F1 of all answers against the gold answers.
+
+Strict Hits@1 and F1 are there so a prediction that merely *contains* the answer ("Paris, France and
+Lyon") is not mistaken for a precise one. All functions are pure and cheap; nothing here imports dspy.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import Any
 
 from ppoga_dspy.kg.names import normalize_name
 
-METRICS: tuple[str, ...] = ("hits@1", "hits@1_strict", "f1")
+METRICS: tuple[str, ...] = ("hits@1", "hits@1_strict", "f1", "hits@1_pog")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
@@ -52,6 +59,43 @@ def hits_at_1_lenient(prediction: str, gold: Iterable[str]) -> bool:
     for answer in _aliases(gold):
         ans = normalize_lenient(answer)
         if ans and (pred == ans or pred in ans or ans in pred):
+            return True
+    return False
+
+
+def normalize_pog(text: str) -> str:
+    """PoG's normalisation, exactly: lower-case and remove the spaces; nothing else (`_` stays).
+
+    >>> normalize_pog(" The Dark Knight ")
+    'thedarkknight'
+    >>> normalize_pog("Alan_PULIDO")
+    'alan_pulido'
+    """
+    return str(text).strip().replace(" ", "").lower()
+
+
+def hits_at_1_pog(answer_field: str, gold: Iterable[str]) -> bool:
+    """Hits@1 as PoG's evaluation script computes it: the whole answer field against every gold alias.
+
+    After `normalize_pog` on both sides, a hit when they are equal or either contains the other, so a
+    long reply that names the answer somewhere counts. One difference from PoG's script: an empty
+    answer field is a miss here (in PoG's it is contained in every alias, so it counts as a hit).
+
+    >>> hits_at_1_pog("The answer is {Jamaica}.", ["Jamaica"])        # the whole reply, braces and all
+    True
+    >>> hits_at_1_pog("{Barack Obama, Joe Biden}", ["Joe Biden"])     # any alias inside the field
+    True
+    >>> hits_at_1_pog("Obama", ["Barack Obama"])                      # the field inside an alias
+    True
+    >>> hits_at_1_pog("St. Louis", ["Saint Louis"]), hits_at_1_pog("", ["Jamaica"])
+    (False, False)
+    """
+    field = normalize_pog(answer_field)
+    if not field:
+        return False
+    for answer in _aliases(gold):
+        alias = normalize_pog(answer)
+        if alias and (field == alias or field in alias or alias in field):
             return True
     return False
 
@@ -148,11 +192,17 @@ def _field(example: Any, name: str, default: Any = None) -> Any:
     return getattr(example, name, default)
 
 
-def score_prediction(example: Any, prediction: Any) -> dict[str, float]:
-    """`{"hits@1": 0/1, "hits@1_strict": 0/1, "f1": float}` for one example.
+def score_prediction(example: Any, prediction: Any, *, answer_field: str | None = None) -> dict[str, float]:
+    """`{"hits@1": 0/1, "hits@1_strict": 0/1, "f1": float, "hits@1_pog": 0/1}` for one example.
 
     Hits@1 looks at the first predicted answer only. F1 uses `metadata["answer_groups"]` (one list of
     aliases per answer) when the loader knows them, otherwise `answers` as the answer set.
+    `hits@1_pog` scores `answer_field` (PoG's whole `results` text) when given, else the first answer.
+
+    >>> score_prediction({"answers": ["Jamaica"]}, ["Jamaica"])
+    {'hits@1': 1, 'hits@1_strict': 1, 'f1': 1.0, 'hits@1_pog': 1}
+    >>> score_prediction({"answers": ["Jamaica"]}, ["Kingston"], answer_field="Kingston, {Jamaica}")
+    {'hits@1': 0, 'hits@1_strict': 0, 'f1': 0.0, 'hits@1_pog': 1}
     """
     preds = predicted_answers(prediction)
     gold = list(_field(example, "answers", None) or [])
@@ -163,6 +213,7 @@ def score_prediction(example: Any, prediction: Any) -> dict[str, float]:
         "hits@1": int(hits_at_1_lenient(first, gold)),
         "hits@1_strict": int(hits_at_1_strict(first, gold)),
         "f1": answer_f1(preds, groups or gold),
+        "hits@1_pog": int(hits_at_1_pog(first if answer_field is None else answer_field, gold)),
     }
 
 
@@ -174,14 +225,14 @@ def dspy_metric(example: Any, pred: Any, trace: Any = None) -> float:
 def breakdown(rows: Iterable[Mapping[str, Any]], key: str) -> dict[Any, dict[str, float]]:
     """Mean of each metric per value of `key` (e.g. `type`, `level`, `hops`), plus the count `n`.
 
-    A row is a mapping holding the metric values (at top level or under `"scores"`) and `key` (at top
-    level or under `"metadata"`), as the evaluator writes them. A metric missing from a row counts as 0
+    A row is a mapping holding the metric values (at top level, under `"metrics"` or under `"scores"`) and
+    `key` (at top level or under `"metadata"`), as the evaluator writes them. A metric missing from a row counts as 0
     (a failed question scores nothing). Rows without a value for `key` are grouped under None. Groups
     come back sorted by their key's text.
     """
     sums: dict[Any, dict[str, float]] = {}
     for row in rows:
-        scores = row.get("scores") if isinstance(row.get("scores"), Mapping) else row
+        scores = next((row[k] for k in ("metrics", "scores") if isinstance(row.get(k), Mapping)), row)
         metadata = row.get("metadata") if isinstance(row.get("metadata"), Mapping) else {}
         value = row[key] if key in row else metadata.get(key)
         if isinstance(value, list):
@@ -204,8 +255,10 @@ __all__ = [
     "breakdown",
     "dspy_metric",
     "hits_at_1_lenient",
+    "hits_at_1_pog",
     "hits_at_1_strict",
     "normalize_lenient",
+    "normalize_pog",
     "normalize_strict",
     "predicted_answers",
     "score_prediction",

@@ -7,11 +7,18 @@ way a model reads it: the output field names in the system message identify the 
 returns the outputs (a dict, formatted the way the adapter expects) or a raw string (to test
 malformed replies). Token counts are estimated (4 characters per token) so cost figures are real
 numbers of the prompts the program builds.
+
+Two scripted planners are built on it: `oracle/gold-path` (perfect: the cost floor of the method and
+control-flow tests) and `oracle/noisy:P` (`NoisyPlanner`: the gold path followed with seeded mistakes
+at rate P and judged honestly, the instrument that shows what path and plan correction recover).
+`scripted_lm_for_spec(spec, examples, seed=)` builds either from its `--lm` spec.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import re
 import threading
 from collections import Counter
@@ -225,7 +232,8 @@ def golds_from_examples(examples) -> dict[str, dict[str, Any]]:
     """Gold-path facts of loaded examples (see `ppoga_dspy.experiments.datasets`), keyed by question text.
 
     Relations come from `metadata["paths"]` (branches in order); entities on the path from the IRN
-    gold-path text when there is one (`a#r1#b#r2#c`), plus the answers.
+    gold-path text when there is one (`a#r1#b#r2#c`), plus the answers. `hops[i]` names the entities
+    that relation `i` reaches (answers at the last hop), where the path text gives one per relation.
     """
     golds: dict[str, dict[str, Any]] = {}
     for example in examples:
@@ -238,7 +246,13 @@ def golds_from_examples(examples) -> dict[str, dict[str, Any]]:
                 parts = [p for p in branch.split("#<end>#")[0].split("#") if p]
                 entities.extend(parts[2::2])
         answers = list(getattr(example, "answers", []) or [])
-        golds[example.question.strip()] = {"relations": relations, "entities": entities + answers, "answers": answers}
+        hops = [[name] for name in entities] if len(entities) == len(relations) else []
+        if hops:  # the last hop reaches the answer: every accepted answer name counts there
+            hops[-1] = list(dict.fromkeys(hops[-1] + answers))
+        golds[example.question.strip()] = {"relations": relations, "entities": entities + answers, "answers": answers,
+                                           "hops": hops, "topics": list(dict(getattr(example, "topic_entities", {})
+                                                                             or {})),
+                                           "branches": len(metadata.get("paths") or [relations])}
     return golds
 
 
@@ -249,3 +263,324 @@ ORACLE_LM = "oracle/gold-path"
 def oracle_lm(examples: list, **kwargs: Any):
     """The scripted perfect planner for these examples: one definition for eval, compile's teacher and tune."""
     return scripted_lm(ScriptedEngine(gold_path_handlers(golds_from_examples(examples))), "oracle-gold-path", **kwargs)
+
+
+# -- a noisy planner: the gold path, followed with independent, seeded mistakes --------------------
+
+#: `--lm oracle/noisy:P`: the gold-path planner that errs with probability P per decision.
+NOISY_LM_PREFIX = "oracle/noisy:"
+
+_HOP = re.compile(r"\(hop (\d+)\)")
+_SELECTED = re.compile(r"^\s*selected\b[^:]*:\s*(.*)$", re.I | re.M)
+_EMPTY = ("Nothing was found", "No entity")
+
+
+def noise_rate(spec: str | None) -> float | None:
+    """P of an `oracle/noisy:P` spec, None for any other spec; a malformed P is a ConfigError.
+
+    >>> noise_rate("oracle/noisy:0.2"), noise_rate("oracle/gold-path"), noise_rate("openai/gpt-4o")
+    (0.2, None, None)
+    """
+    if not spec or not str(spec).startswith(NOISY_LM_PREFIX):
+        return None
+    from ppoga_dspy.errors import ConfigError
+
+    text = str(spec)[len(NOISY_LM_PREFIX):]
+    try:
+        rate = float(text)
+    except ValueError:
+        raise ConfigError(f"--lm {spec}: P must be a number in [0, 1], e.g. oracle/noisy:0.2") from None
+    if not 0.0 <= rate <= 1.0:
+        raise ConfigError(f"--lm {spec}: P must be in [0, 1], e.g. oracle/noisy:0.2")
+    return rate
+
+
+def is_scripted_spec(spec: str | None) -> bool:
+    """True for the scripted planners that follow gold paths (`oracle/gold-path`, `oracle/noisy:P`)."""
+    return spec == ORACLE_LM or noise_rate(spec) is not None
+
+
+def _names(text: str) -> set[str]:
+    return {part.strip().casefold() for part in text.split(";") if part.strip()}
+
+
+def _selected(observation: str) -> set[str] | None:
+    """Names on the observation's `Selected: a; b` line (None when it has none)."""
+    found = _SELECTED.findall(observation)
+    return set().union(*(_names(line) for line in found)) if found else None
+
+
+def _mentions(text: str, names: set[str]) -> bool:
+    """Whether `text` names one of `names` as a whole triple element (not as part of a longer name)."""
+    folded = text.casefold()
+    return any(re.search(rf"(?:^|[(,;\[:]\s*){re.escape(n)}\s*(?:[),;\]]|$)", folded, re.M) for n in names if n)
+
+
+class NoisyPlanner:
+    """Handlers of an honest planner that knows the gold path and still makes mistakes, at rate `p`.
+
+    Each *decision* errs with probability `p`: a relation choice picks another candidate, an entity
+    choice picks a candidate off the gold path. Judging an observation (Think, Evaluate) looks at it as
+    a careful model would: it sees whether the step's selected entities are the gold path's entities
+    at that hop, and is itself wrong with probability `p / 3`. Off the path, it asks for path
+    correction when the step it started from was on the path (a retry can help), and for plan
+    correction when the step started off the path (an earlier step was wrong, a retry of this one
+    cannot help) or when this step has failed three times under the current plan. Caps and ablation
+    switches are the program's business (`PPoGA._enforce`): the planner asks the same whatever is on.
+
+    Every draw is seeded by (seed, question, decision kind, hop, entity, how many times this
+    question's run has faced that decision), never by global call order, so threads and ablation
+    switches do not change which mistakes a question gets; a Decompose call starts a question's run
+    afresh. Plans and answers are not noised: plans are the gold path with one step per relation
+    ("follow relation r (hop i)"), and Answer names the gold answers when the evidence holds the
+    last gold fact, else the last fact's tail (what a model reading a wrong chain would answer).
+    `stats` counts decisions and the errors drawn, per kind.
+    """
+
+    def __init__(self, golds: dict[str, dict[str, Any]], p: float, *, seed: int = 0, kg: Any = None) -> None:
+        self.golds = golds
+        self.kg = kg
+        self._sets: dict[str, list[set[str]]] = {}
+        self.p = float(p)
+        self.seed = int(seed)
+        self.stats: Counter[str] = Counter()
+        self._seen: dict[str, Counter[tuple]] = {}
+        self._failures: dict[str, Counter[int]] = {}
+        self._lock = threading.Lock()
+
+    # -- seeded draws ---------------------------------------------------------------------------
+
+    def _rng(self, question: str, kind: str, hop: int | None, extra: str = "", *,
+             counted_as: str | None = None) -> random.Random:
+        """The draw for the n-th time this question's run faces this decision (`counted_as` keeps a
+        separate count under the same seed: Think and Evaluate judge one observation alike)."""
+        with self._lock:
+            seen = self._seen.setdefault(question, Counter())
+            key = (counted_as or kind, hop, extra)
+            occurrence = seen[key]
+            seen[key] += 1
+        text = "\x1f".join((str(self.seed), question, kind, str(hop), extra, str(occurrence)))
+        return random.Random(int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big"))
+
+    def _errs(self, rng: random.Random, rate: float, kind: str) -> bool:
+        wrong = rng.random() < rate
+        with self._lock:
+            self.stats[kind] += 1
+            self.stats[f"{kind}_wrong"] += int(wrong)
+        return wrong
+
+    # -- what the planner knows -----------------------------------------------------------------
+
+    def gold(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return self.golds.get(str(inputs.get("question", "")).strip(),
+                              {"relations": [], "entities": [], "answers": [], "hops": []})
+
+    def hop(self, inputs: dict[str, Any]) -> int | None:
+        """0-based index of the gold relation this step follows, from the step text."""
+        step = str(inputs.get("step", ""))
+        tagged = _HOP.search(step)
+        relations = self.gold(inputs)["relations"]
+        if tagged and 1 <= int(tagged.group(1)) <= len(relations):
+            return int(tagged.group(1)) - 1
+        wanted = _FOLLOW.search(step)
+        if wanted and wanted.group(1) in relations:
+            return relations.index(wanted.group(1))
+        return None
+
+    def hop_names(self, gold: dict[str, Any], hop: int | None) -> set[str]:
+        """Names (case-folded) of the entities that are right after `hop`: from the graph when there is one."""
+        sets = self._path_sets(gold)
+        if sets and hop is not None and hop < len(sets) and sets[hop]:
+            return sets[hop]
+        hops = gold.get("hops") or []
+        if hop is not None and hop < len(hops):
+            return {n.casefold() for n in hops[hop]}
+        return {n.casefold() for n in gold["entities"]}
+
+    def _path_sets(self, gold: dict[str, Any]) -> list[set[str]]:
+        """Per hop, every entity reached from the topic by the gold relations that still leads to a gold answer.
+
+        A question like "name a club that has a player from England" has many right players at hop 1,
+        not only the one its gold path names; a careful model accepts any of them, and so does this
+        judge. Needs the KG (else []); one branch only (conjunctions fall back to the path text).
+        """
+        relations = gold["relations"]
+        if self.kg is None or not relations or gold.get("branches", 1) != 1 or not gold.get("topics"):
+            return []
+        key = "\x1f".join(gold["topics"] + relations)
+        with self._lock:
+            if key in self._sets:
+                return self._sets[key]
+        from ppoga_dspy.kg.base import Direction, KGError
+
+        answers = {a.casefold() for a in gold["answers"]}
+        layers: list[dict[str, tuple[str, set[str]]]] = []  # hop -> entity id -> (label, successor ids)
+        frontier = {t: t for t in gold["topics"]}
+        try:
+            for relation in relations:
+                layer: dict[str, tuple[str, set[str]]] = {}
+                for direction in (Direction.OUT, Direction.IN):
+                    for source in list(frontier)[:2000]:
+                        for entity in self.kg.neighbors(source, relation, direction, 10_000):
+                            layer.setdefault(entity.id, (entity.label, set()))[1].add(source)
+                    if layer:
+                        break
+                layers.append(layer)
+                frontier = {e: label for e, (label, _) in layer.items()}
+        except KGError:
+            return []
+        right: list[set[str]] = [set() for _ in relations]
+        right[-1] = {e for e, (label, _) in layers[-1].items() if {e.casefold(), label.casefold()} & answers}
+        for hop in range(len(relations) - 1, 0, -1):
+            right[hop - 1] = {src for e in right[hop] for src in layers[hop][e][1]}
+        sets = [{n.casefold() for e in ids for n in (e, layers[hop][e][0])} for hop, ids in enumerate(right)]
+        with self._lock:
+            self._sets[key] = sets
+        return sets
+
+    # -- handlers -------------------------------------------------------------------------------
+
+    def decompose(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        question = str(inputs.get("question", "")).strip()
+        replanning = "new_steps" in inputs.get("_outputs", [])
+        with self._lock:
+            if not replanning:  # a new run of this question: its decisions are faced afresh
+                self._seen.pop(question, None)
+            self._failures.pop(question, None)
+        relations = self.gold(inputs)["relations"] or ["unknown"]
+        steps = [{"objective": f"follow relation {r} (hop {i})", "expected_outcome": "an entity"}
+                 for i, r in enumerate(relations, 1)]
+        return {"new_steps" if replanning else "steps": steps}
+
+    def select_relations(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        gold = self.gold(inputs)
+        hop = self.hop(inputs)
+        candidates = [str(c) for c in inputs.get("candidates") or []]
+        relation = gold["relations"][hop] if hop is not None else None
+        wanted = relation if relation in candidates else f"{relation} (reverse)"
+        if relation is None or wanted not in candidates:  # nothing right to choose: pick as the oracle does
+            on_path = [c for c in candidates if c in gold["relations"]]
+            return {"relations": on_path[:1] or candidates[:1]}
+        others = [c for c in candidates if c != wanted]
+        rng = self._rng(str(inputs.get("question", "")).strip(), "relation", hop, str(inputs.get("entity", "")))
+        if others and self._errs(rng, self.p, "relation"):
+            return {"relations": [rng.choice(others)]}
+        return {"relations": [wanted]}
+
+    def select_entities(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        gold = self.gold(inputs)
+        hop = self.hop(inputs)
+        lines = [str(line) for line in inputs.get("candidates") or []]
+        labels = [_label_of(line) for line in lines]
+        names = self.hop_names(gold, hop)
+        right = [label for label in labels if label.casefold() in names]
+        if not right:
+            everywhere = {n.casefold() for n in gold["entities"]}
+            right = [label for label in labels if label.casefold() in everywhere]
+        wrong = [label for label in labels if label not in right]
+        if right and wrong:
+            rng = self._rng(str(inputs.get("question", "")).strip(), "entity", hop)
+            if self._errs(rng, self.p, "entity"):
+                return {"entities": [rng.choice(wrong)], "rationale": "looks like what the step asks for"}
+        return {"entities": right or labels[:1], "rationale": "on the path the step asks for"}
+
+    def judge(self, inputs: dict[str, Any], stage: str) -> tuple[str, str]:
+        """(verdict, why): verdict "on_path", "retry" (this step went wrong) or "replan" (an earlier one did)."""
+        question = str(inputs.get("question", "")).strip()
+        gold = self.gold(inputs)
+        hop = self.hop(inputs)
+        observation = str(inputs.get("observation", ""))
+        names = self.hop_names(gold, hop)
+        selected = _selected(observation)
+        if selected is None:
+            on_path = not observation.startswith(_EMPTY) and _mentions(observation, names)
+        else:
+            on_path = bool(selected & names)
+        rng = self._rng(question, "judge", hop, counted_as=f"judge.{stage}")
+        if self._errs(rng, self.p / 3, f"judge.{stage}"):
+            on_path = not on_path
+        if on_path:
+            return "on_path", "the step reached the entity it asks for"
+        started_on_path = (
+            hop in (None, 0) or observation.startswith(_EMPTY)
+            or _mentions(observation, self.hop_names(gold, hop - 1))
+        )
+        if not started_on_path:
+            return "replan", "the step started from entities off the path: an earlier step went wrong"
+        return "retry", "the step did not reach the entity it asks for"
+
+    def think(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        verdict, why = self.judge(inputs, "think")
+        # both names of Think's output field (`reflection`, renamed `thought` on method-core): only the
+        # signature's own fields are written into the reply
+        if verdict == "on_path":
+            text = f"the observation meets the objective: {why}"
+            return {"reflection": text, "thought": text, "missing": "nothing"}
+        text = f"the observation does not meet the objective: {why}"
+        return {"reflection": text, "thought": text,
+                "missing": f"the entity that the step '{inputs.get('step', '')}' asks for"}
+
+    def evaluate(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        verdict, why = self.judge(inputs, "evaluate")
+        hop = self.hop(inputs)
+        if verdict == "on_path":
+            last = hop is not None and hop == len(self.gold(inputs)["relations"]) - 1
+            return {"decision": "finish" if last else "proceed", "reason": why}
+        question = str(inputs.get("question", "")).strip()
+        with self._lock:
+            failures = self._failures.setdefault(question, Counter())
+            failures[hop if hop is not None else -1] += 1
+            repeated = failures[hop if hop is not None else -1] >= 3
+        if verdict == "replan" or repeated:
+            return {"decision": "replan", "reason": why if verdict == "replan" else "the step keeps failing"}
+        return {"decision": "correct_path", "reason": why}
+
+    def answer(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        gold = self.gold(inputs)
+        evidence = [str(e) for e in inputs.get("evidence") or []]
+        last = gold["relations"][-1] if gold["relations"] else None
+        facts = [line for line in evidence if last is None or last in line]
+        found = [a for a in gold["answers"] if any(_mentions(line, {a.casefold()}) for line in facts)]
+        if not found and evidence:
+            found = [evidence[-1].rstrip(")").rsplit(", ", 1)[-1]]
+        return {"answers": found, "reasoning": "read from the chain of facts"}
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "Decompose": self.decompose,
+            "Replan": self.decompose,
+            "PredictOutcome": lambda i: {"prediction": f"the step will {i.get('step', '')}"},
+            "Think": self.think,
+            "Evaluate": self.evaluate,
+            "Answer": self.answer,
+            "SelectRelations": self.select_relations,
+            "SelectEntities": self.select_entities,
+        }
+
+
+def noisy_lm(examples: list, p: float, *, seed: int = 0, kg: Any = None, **kwargs: Any):
+    """The noisy scripted planner for these examples (its `NoisyPlanner` is `lm.engine.planner`).
+
+    With `kg`, it judges entities by whether they lead to a gold answer along the gold relations.
+    """
+    planner = NoisyPlanner(golds_from_examples(examples), p, seed=seed, kg=kg)
+    engine = ScriptedEngine(planner.handlers())
+    engine.planner = planner
+    return scripted_lm(engine, f"oracle-noisy-{p:g}", **kwargs)
+
+
+def scripted_lm_for_spec(spec: str, examples: list | None, *, seed: int = 0, kg: Any = None, **kwargs: Any):
+    """The scripted planner a spec names (`oracle/gold-path`, `oracle/noisy:P`): one place for eval, compile, tune.
+
+    Both follow the examples' gold paths, so they need the questions they will be asked.
+    """
+    from ppoga_dspy.errors import ConfigError
+
+    rate = noise_rate(spec)
+    if spec != ORACLE_LM and rate is None:
+        raise ConfigError(f"--lm {spec} is not a scripted planner; use {ORACLE_LM} or {NOISY_LM_PREFIX}P")
+    if not examples:
+        raise ConfigError(f"--lm {spec} follows gold paths and needs a dataset (use it with eval, compile or tune)")
+    if rate is None:
+        return oracle_lm(examples, **kwargs)
+    return noisy_lm(examples, rate, seed=seed, kg=kg, **kwargs)

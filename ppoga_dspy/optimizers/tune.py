@@ -7,6 +7,12 @@ workers on one machine; see `ppoga_dspy.optimizers.study`) and resumes: a second
 same storage and study name runs only the trials still missing, after failing (and enqueueing
 again) the trials of workers that died. The chosen point is the most accurate Pareto-optimal
 trial, the cheaper one on ties.
+
+The method stays the method: prediction, path correction and plan correction are frozen at the
+program's values (and their caps searched from 1, never 0), because switching a stage off makes a
+cheaper program that is no longer PPoGA; an earlier study's best trial did exactly that.
+`search_switches=True` (`ppoga tune --search-switches`) opts in, and every trial that switches a
+stage off is labelled an ablation in the Pareto front and on the trial.
 """
 
 from __future__ import annotations
@@ -38,22 +44,51 @@ __all__ = ["OBJECTIVES", "SEARCHED", "TuneResult", "default_storage", "open_stud
            "save_plots", "suggest_thresholds", "tune_thresholds"]
 
 
-def suggest_thresholds(trial: Any, base: Thresholds) -> Thresholds:
-    """The search space: every knob that trades accuracy against LM calls, within its safe bounds."""
-    return base.model_copy(update={
-        "max_path_corrections": trial.suggest_int("max_path_corrections", 0, 3),
-        "max_replans": trial.suggest_int("max_replans", 0, 3),
+#: The method's stage switches: frozen unless the study opts in (`search_switches`).
+SWITCHES = ("use_prediction", "use_path_correction", "use_plan_correction")
+
+
+def suggest_thresholds(trial: Any, base: Thresholds, *, search_switches: bool = False) -> Thresholds:
+    """The search space: every knob that trades accuracy against LM calls, within its safe bounds.
+
+    Without `search_switches` the stage switches keep `base`'s values and the correction caps start at
+    1: a cap of 0 would switch path or plan correction off as surely as its switch.
+    """
+    floor = 0 if search_switches else 1
+    update: dict[str, Any] = {
+        "max_path_corrections": trial.suggest_int("max_path_corrections", floor, 3),
+        "max_replans": trial.suggest_int("max_replans", floor, 3),
         "prune_threshold": trial.suggest_int("prune_threshold", 10, 200, log=True),
         "relations_per_step": trial.suggest_int("relations_per_step", 1, 4),
         "entities_per_step": trial.suggest_int("entities_per_step", 1, 6),
         "relation_candidates": trial.suggest_int("relation_candidates", 5, 50, log=True),
         "max_depth": trial.suggest_int("max_depth", 2, 5),
-        "use_prediction": trial.suggest_categorical("use_prediction", [True, False]),
-    })
+    }
+    if search_switches:
+        update.update({name: trial.suggest_categorical(name, [True, False]) for name in SWITCHES})
+    return base.model_copy(update=update)
 
 
 SEARCHED = ("max_path_corrections", "max_replans", "prune_threshold", "relations_per_step", "entities_per_step",
-            "relation_candidates", "max_depth", "use_prediction")
+            "relation_candidates", "max_depth")
+
+
+def ablation_of(params: dict[str, Any]) -> list[str]:
+    """The stages a trial switches off (switch False, or a correction cap of 0); [] for the full method.
+
+    >>> ablation_of({"use_prediction": False, "max_replans": 0, "max_path_corrections": 2})
+    ['no prediction', 'no plan correction']
+    >>> ablation_of({"max_replans": 1})
+    []
+    """
+    off = []
+    if params.get("use_prediction") is False:
+        off.append("no prediction")
+    if params.get("use_path_correction") is False or params.get("max_path_corrections") == 0:
+        off.append("no path correction")
+    if params.get("use_plan_correction") is False or params.get("max_replans") == 0:
+        off.append("no plan correction")
+    return off
 
 
 @dataclass
@@ -115,6 +150,15 @@ def tune_thresholds(
     `share` caps the trials this process runs (one worker of several; `worker` offsets its sampler
     seed so that workers try different points); every process stops as soon as the study holds
     `trials` finished trials, whoever ran them.
+    search_switches: bool = False,
+) -> TuneResult:
+    """Run (or resume) the study until it holds `trials` finished trials; return the chosen thresholds.
+
+    `share` caps the trials this process runs (one worker of several; `worker` offsets its sampler
+    seed so that workers try different points); every process stops as soon as the study holds
+    `trials` finished trials, whoever ran them.
+
+    `search_switches` lets trials switch stages off (ablations, labelled so); by default they are frozen.
     """
     import optuna
     from optuna.study import MaxTrialsCallback
@@ -124,7 +168,7 @@ def tune_thresholds(
         raise ConfigError("no examples to tune on: pass a dataset/split with questions")
     base = program.thresholds
     study = open_study(storage, study_name=study_name, seed=seed + worker, trials=trials, base=base,
-                       heartbeat=heartbeat)
+                       heartbeat=heartbeat, search_switches=search_switches)
     remaining = remaining_trials(study, trials)
     if share is not None:
         remaining = min(share, remaining)
@@ -132,7 +176,8 @@ def tune_thresholds(
     def objective(trial: Any) -> tuple[float, float]:
         trial.set_user_attr(WORKER_ATTR, worker_identity())  # first: a dead worker's trial can be told apart
         candidate = program.deepcopy()
-        candidate.thresholds = suggest_thresholds(trial, base)
+        candidate.thresholds = suggest_thresholds(trial, base, search_switches=search_switches)
+        trial.set_user_attr("ablation", ablation_of(trial.params))
         summary = score_program(candidate, examples, threads=threads)
         trial.set_user_attr("summary", {k: summary[k] for k in ("n", "hits@1", "hits@1_strict", "f1",
                                                                  "lm_calls_mean", "tokens_mean", "failed")})
@@ -157,8 +202,8 @@ def tune_thresholds(
     pareto = sorted(study.best_trials, key=lambda t: (-t.values[0], t.values[1], t.number))
     chosen = pareto[0]
     best = base.model_copy(update=chosen.params)
-    front = [{"trial": t.number, "hits@1": t.values[0], "lm_calls_mean": t.values[1], "params": t.params}
-             for t in pareto]
+    front = [{"trial": t.number, "hits@1": t.values[0], "lm_calls_mean": t.values[1], "params": t.params,
+              "ablation": ablation_of(t.params)} for t in pareto]
     return TuneResult(study=study, best=Thresholds.model_validate(best.model_dump()),
                       best_values=(chosen.values[0], chosen.values[1]), pareto=front, trials_run=planned, images=[])
 

@@ -78,7 +78,7 @@ def test_run_file_has_pog_fields_and_survives_a_half_written_line(wc2014, tmp_pa
                     "output_token", "total_token", "time", "metrics", "trace", "status"):
             assert key in row
         assert row["call_num"] > 0 and row["total_token"] == row["input_token"] + row["output_token"]
-        assert set(row["metrics"]) == {"hits@1", "hits@1_strict", "f1"}
+        assert set(row["metrics"]) == {"hits@1", "hits@1_strict", "f1", "hits@1_pog"}
     with out.open("a") as handle:
         handle.write('{"id": "cut-off-mid-wri')  # a crash while writing
     assert len(read_run(out)) == 3

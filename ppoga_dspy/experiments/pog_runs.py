@@ -1,0 +1,123 @@
+"""PoG's released result files, scored the way our runs are, so `ppoga report` can compare them.
+
+PoG (liyichen-cly/PoG, `main_freebase.py`) writes one JSON object per question, as JSONL or as one
+JSON list: `question` (the dataset's question text), `results` (the LLM's whole final reply, e.g.
+`"{Jamaica}"` or a sentence), `reasoning_chains`, `call_num`, `input_token`, `output_token`,
+`total_token`, `time`. It holds no gold answers: PoG's evaluation looks each question up in the
+dataset file (and, for CWQ, in `cwq_aname_dict.json`). We do the same through our loaders, then score
+each line both ways: `hits@1_pog` on the whole `results` text (PoG's own rule) and `hits@1`,
+`hits@1_strict`, `f1` on the answers extracted from it (the `{...}` items, else the whole text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ppoga_dspy.errors import DataError
+
+_BRACED = re.compile(r"\{([^{}]*)\}")
+
+
+class PoGRunError(DataError):
+    """A PoG result file cannot be read or matched to its dataset; the message says what to pass."""
+
+
+def is_pog_row(row: Any) -> bool:
+    """A line of a PoG result file: it has `question` and `results`, and none of our run fields."""
+    return isinstance(row, dict) and "question" in row and "results" in row and "metrics" not in row
+
+
+def read_pog_file(path: Path) -> list[dict[str, Any]]:
+    """The lines of a PoG result file (JSONL, or a JSON list as PoG's `jsonl_to_json` writes)."""
+    text = Path(path).read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            rows = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise PoGRunError(f"{path} is not a JSON list of PoG results: {exc}") from None
+    else:
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise PoGRunError(f"{path}:{number} is not JSON; is this a PoG result file?") from None
+    if not all(is_pog_row(r) for r in rows):
+        raise PoGRunError(f"{path}: not every line has PoG's `question` and `results` fields")
+    return rows
+
+
+def extracted_answers(results: Any) -> list[str]:
+    """The answers named in a PoG reply: the `{...}` items (comma-separated inside), else the whole text.
+
+    >>> extracted_answers("The answer is {Jamaica}.")
+    ['Jamaica']
+    >>> extracted_answers("{Barack Obama, Joe Biden}")
+    ['Barack Obama', 'Joe Biden']
+    >>> extracted_answers("Kingston")
+    ['Kingston']
+    """
+    text = results if isinstance(results, str) else json.dumps(results, ensure_ascii=False)
+    braced = _BRACED.findall(text)
+    items = [part.strip() for group in braced for part in group.split(",")] if braced else [text.strip()]
+    return [item for item in items if item]
+
+
+def _key(question: str) -> str:
+    return " ".join(str(question).split()).casefold()
+
+
+def score_pog_rows(rows: list[dict[str, Any]], examples: list) -> tuple[list[dict[str, Any]], int]:
+    """PoG lines as our run rows (metrics, costs, metadata), and how many found no question in `examples`."""
+    from ppoga_dspy.experiments.evaluate import example_id
+    from ppoga_dspy.experiments.metrics import score_prediction
+
+    by_question = {_key(e.question): e for e in examples}
+    scored, unmatched = [], 0
+    for row in rows:
+        example = by_question.get(_key(row.get("question") or row.get("RawQuestion") or ""))
+        if example is None:
+            unmatched += 1
+            continue
+        results = row.get("results")
+        field = results if isinstance(results, str) else json.dumps(results, ensure_ascii=False)
+        answers = extracted_answers(results)
+        scored.append({
+            "id": example_id(example), "question": example.question, "results": field, "answers": answers,
+            "gold": list(example.answers), "metrics": score_prediction(example, answers, answer_field=field),
+            "call_num": row.get("call_num", 0), "input_token": row.get("input_token", 0),
+            "output_token": row.get("output_token", 0), "total_token": row.get("total_token", 0),
+            "time": row.get("time", 0), "status": "ok", "metadata": dict(example.metadata or {}),
+            "source": "pog",
+        })
+    if rows and not scored:
+        raise PoGRunError("no line of the PoG result file matches a question of the dataset: is --dataset the "
+                          "set PoG ran on (e.g. cwq:../shared/data/freebase-questions/cwq.json)?")
+    return scored, unmatched
+
+
+def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows of a run file, ours or PoG's, with metrics; and notes for the summary (format, unmatched lines).
+
+    Our run files carry their metrics. A PoG file needs `dataset` (a loader spec) for its gold answers.
+    """
+    from ppoga_dspy.experiments.evaluate import read_run
+
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        first = handle.read(4096).lstrip()[:1]
+    rows = read_pog_file(path) if first == "[" else read_run(path)  # a JSON list is PoG's converted .json
+    if rows and all(is_pog_row(r) for r in rows):
+        if not dataset:
+            raise PoGRunError(f"{path} is a PoG result file, which holds no gold answers: pass --dataset SPEC, "
+                              "e.g. --dataset cwq:../shared/data/freebase-questions/cwq.json")
+        from ppoga_dspy.experiments.datasets import load_dataset
+
+        scored, unmatched = score_pog_rows(rows, load_dataset(dataset))
+        return scored, {"format": "pog", "lines": len(rows), "unmatched": unmatched}
+    return rows, {"format": "ppoga"}
