@@ -99,11 +99,12 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ppoga_dspy.experiments.evaluate import EvaluationError, read_run, summarize
-    from ppoga_dspy.experiments.shards import are_shards_of_one_run, merge_runs
+    from ppoga_dspy.experiments.evaluate import EvaluationError, summarize
     from ppoga_dspy.experiments.pog_runs import read_scored_run
+    from ppoga_dspy.experiments.shards import are_shards_of_one_run, merge_runs
 
-    runs = {}
+    runs: dict = {}
+    run_notes: dict = {}
     for path in args.runs:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
@@ -121,7 +122,7 @@ def _report(args: argparse.Namespace) -> int:
         elif not merged.complete:
             print("ppoga report: warning: some shards are unfinished (resume them with the same `ppoga eval`); "
                   "the summary covers the questions finished so far", file=sys.stderr)
-        summaries = {merged.name: summarize(merged.rows)}
+        summaries = {merged.name: {**summarize(merged.rows), **next(iter(run_notes.values()))}}
     else:
         summaries = {path: {**summarize(rows), **run_notes[path]} for path, rows in runs.items()}
     _print_summaries(summaries, as_json=args.json)

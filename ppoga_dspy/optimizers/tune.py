@@ -102,7 +102,7 @@ class TuneResult:
 
 
 def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: Thresholds,
-               heartbeat: int = DEFAULT_HEARTBEAT) -> Any:
+               heartbeat: int = DEFAULT_HEARTBEAT, search_switches: bool = False) -> Any:
     """Create or load the study; a new one gets the starting thresholds enqueued as its first trial.
 
     `ppoga tune --workers N` calls this once before starting the workers, so that N processes
@@ -120,7 +120,11 @@ def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: T
         warnings.simplefilter("ignore")  # set_metric_names is marked experimental
         study.set_metric_names(list(OBJECTIVES))
     if not study.trials:  # the starting point is always measured, so the front shows what tuning bought
-        study.enqueue_trial({name: getattr(base, name) for name in SEARCHED})
+        searched = SEARCHED + (SWITCHES if search_switches else ())
+        start = {name: getattr(base, name) for name in searched}
+        if not search_switches:  # inside the frozen space, whatever the base says
+            start.update({k: max(1, start[k]) for k in ("max_path_corrections", "max_replans")})
+        study.enqueue_trial(start)
     return study
 
 
@@ -144,12 +148,6 @@ def tune_thresholds(
     heartbeat: int = DEFAULT_HEARTBEAT,
     share: int | None = None,
     worker: int = 0,
-) -> TuneResult:
-    """Run (or resume) the study until it holds `trials` finished trials; return the chosen thresholds.
-
-    `share` caps the trials this process runs (one worker of several; `worker` offsets its sampler
-    seed so that workers try different points); every process stops as soon as the study holds
-    `trials` finished trials, whoever ran them.
     search_switches: bool = False,
 ) -> TuneResult:
     """Run (or resume) the study until it holds `trials` finished trials; return the chosen thresholds.
