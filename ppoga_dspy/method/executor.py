@@ -19,6 +19,7 @@ from ppoga_dspy.method.choices import match_choices
 from ppoga_dspy.method.memory import relation_key
 from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank
 from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.vocabulary import Role, Stage
 from ppoga_dspy.signatures import SelectEntities, SelectRelations
 
 
@@ -88,40 +89,57 @@ class Executor(dspy.Module):
         frontier: list[Entity],
         chains: dict[str, list[Triple]],
     ) -> Observation:
-        th = run.thresholds
-        knowledge = run.memory.knowledge
         query = f"{question} {objective}"
         observation = Observation()
+        candidates = self._gather(run, question, objective, frontier, query, observation)
+        if not candidates:
+            if not observation.notes:
+                observation.notes.append("No entity was reached from the frontier in this step.")
+            return observation
+        candidates = self._prune(candidates, query, run.thresholds.prune_threshold)
+        selected = self._choose_entities(run, question, objective, candidates, query)
+        self._record(run, observation, candidates, selected, chains)
+        return observation
+
+    def _gather(
+        self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
+        observation: Observation,
+    ) -> list[Candidate]:
+        """Explore relations, let the model choose, and fetch the entities they reach (the candidates)."""
+        th = run.thresholds
         candidates: list[Candidate] = []
         for entity in frontier[: th.frontier_limit]:
             relations = self._candidate_relations(run, entity, observation)
             if not relations:
                 continue
-            chosen = self._choose_relations(run, question, objective, entity, relations, query)
-            for relation in chosen:
-                observation.paths.append((entity.id, relation.id, relation.direction.value))
-                knowledge.mark_explored(entity.id, relation)
-                try:
-                    found = run.tools.neighbors(entity.id, relation.id, relation.direction, th.neighbor_limit)
-                except KGUnavailableError:
-                    raise
-                except KGError as exc:
-                    observation.notes.append(f"Query failed for {entity.label} -{relation.id}: {exc}")
-                    continue
-                for other in found:
-                    if relation.direction is Direction.OUT:
-                        triple = Triple(entity, relation.id, other)
-                    else:
-                        triple = Triple(other, relation.id, entity)
-                    candidates.append(Candidate(other, triple, entity))
-        if not candidates:
-            if not observation.notes:
-                observation.notes.append("No entity was reached from the frontier in this step.")
-            return observation
-        candidates = self._prune(candidates, query, th.prune_threshold)
-        selected = self._choose_entities(run, question, objective, candidates, query)
+            for relation in self._choose_relations(run, question, objective, entity, relations, query):
+                candidates.extend(self._follow(run, entity, relation, observation))
+        return candidates
+
+    def _follow(
+        self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation
+    ) -> list[Candidate]:
+        """The entities one (entity, relation, direction) reaches; a failed query is a note, not a crash."""
+        observation.paths.append((entity.id, relation.id, relation.direction.value))
+        run.memory.knowledge.mark_explored(entity.id, relation)
+        try:
+            found = run.tools.neighbors(entity.id, relation.id, relation.direction, run.thresholds.neighbor_limit)
+        except KGUnavailableError:
+            raise
+        except KGError as exc:
+            observation.notes.append(f"Query failed for {entity.label} -{relation.id}: {exc}")
+            return []
+        out = relation.direction is Direction.OUT
+        return [Candidate(other, Triple(entity, relation.id, other) if out else Triple(other, relation.id, entity),
+                          entity) for other in found]
+
+    def _record(
+        self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
+        chains: dict[str, list[Triple]],
+    ) -> None:
+        """The observation's facts (selected first), the new frontier and its chains, into knowledge memory."""
         ordered = selected + [c for c in candidates if c not in selected]
-        for candidate in ordered[: th.evidence_limit]:
+        for candidate in ordered[: run.thresholds.evidence_limit]:
             observation.triples.append(candidate.triple)
             for relation, inner in candidate.entity.facts:
                 observation.triples.append(Triple(candidate.entity, relation, inner))
@@ -129,8 +147,7 @@ class Executor(dspy.Module):
             if candidate.entity.id not in {e.id for e in observation.frontier}:
                 observation.frontier.append(candidate.entity)
                 observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + [candidate.triple]
-        knowledge.add_triples(observation.triples)
-        return observation
+        run.memory.knowledge.add_triples(observation.triples)
 
     def _candidate_relations(self, run: QuestionRun, entity: Entity, observation: Observation) -> list[Relation]:
         relations: list[Relation] = []
@@ -158,7 +175,7 @@ class Executor(dspy.Module):
             return shown
         shown_names = [relation_key(r) for r in shown]
         prediction = run.call(
-            "select_relations", "executor", self.select_relations,
+            Stage.SELECT_RELATIONS, Role.EXECUTOR, self.select_relations,
             question=question, step=objective, entity=entity.describe(), candidates=shown_names,
         )
         matched = match_choices(getattr(prediction, "relations", None), shown_names)
@@ -181,7 +198,7 @@ class Executor(dspy.Module):
             return list(candidates)
         lines = [c.line() for c in candidates]
         prediction = run.call(
-            "select_entities", "executor", self.select_entities,
+            Stage.SELECT_ENTITIES, Role.EXECUTOR, self.select_entities,
             question=question, step=objective, candidates=lines,
         )
         matched = match_choices(

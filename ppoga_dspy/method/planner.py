@@ -13,9 +13,8 @@ import dspy
 from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.memory import PlanStepState
 from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.vocabulary import Decision, Role, Stage
 from ppoga_dspy.signatures import Answer, Decompose, Evaluate, PredictOutcome, Replan, Think
-
-DECISIONS = ("proceed", "correct_path", "replan", "finish")
 
 
 def _steps(raw: object, limit: int) -> list[PlanStepState]:
@@ -44,7 +43,7 @@ class Planner(dspy.Module):
         raise NotImplementedError("Planner is driven by PPoGA")
 
     def make_plan(self, run: QuestionRun, question: str, topics: list[str]) -> list[PlanStepState]:
-        prediction = run.call("decompose", "planner", self.decompose, question=question, topic_entities=topics)
+        prediction = run.call(Stage.DECOMPOSE, Role.PLANNER, self.decompose, question=question, topic_entities=topics)
         steps = _steps(getattr(prediction, "steps", None), run.thresholds.max_depth)
         if not steps:
             run.note("decompose.fallback", reason="no usable plan; using a single step")
@@ -56,7 +55,7 @@ class Planner(dspy.Module):
     ) -> list[PlanStepState]:
         knowledge = run.memory.knowledge.summary()
         prediction = run.call(
-            "replan", "planner", self.replan,
+            Stage.REPLAN, Role.PLANNER, self.replan,
             question=question, topic_entities=topics, failed_plan=failed_plan, knowledge=knowledge,
         )
         steps = _steps(getattr(prediction, "new_steps", None), run.thresholds.max_depth)
@@ -67,35 +66,35 @@ class Planner(dspy.Module):
 
     def predict(self, run: QuestionRun, question: str, objective: str) -> str:
         prediction = run.call(
-            "predict", "planner", self.predict_outcome,
+            Stage.PREDICT, Role.PLANNER, self.predict_outcome,
             question=question, step=objective, knowledge=run.memory.knowledge.summary(),
         )
         return str(getattr(prediction, "prediction", "") or "")
 
-    def reflect(self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str):
+    def think_over(self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str):
         result = run.call(
-            "think", "planner", self.think,
+            Stage.THINK, Role.PLANNER, self.think,
             question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
         )
-        return str(getattr(result, "reflection", "") or ""), str(getattr(result, "missing", "") or "")
+        return str(getattr(result, "thought", "") or ""), str(getattr(result, "missing", "") or "")
 
     def decide(
-        self, run: QuestionRun, question: str, plan: str, objective: str, observation: str, reflection: str,
+        self, run: QuestionRun, question: str, plan: str, objective: str, observation: str, thought: str,
         found_something: bool,
-    ) -> tuple[str, str]:
+    ) -> tuple[Decision, str]:
         result = run.call(
-            "evaluate", "planner", self.evaluate,
-            question=question, plan=plan, step=objective, observation=observation, reflection=reflection,
+            Stage.EVALUATE, Role.PLANNER, self.evaluate,
+            question=question, plan=plan, step=objective, observation=observation, thought=thought,
         )
-        decision = str(getattr(result, "decision", "") or "").strip().lower()
-        if decision not in DECISIONS:
-            decision = "proceed" if found_something else "correct_path"
+        word = str(getattr(result, "decision", "") or "").strip().lower()
+        if word not in set(Decision):
+            decision = Decision.PROCEED if found_something else Decision.CORRECT_PATH
             run.note("evaluate.fallback", decision=decision)
             return decision, "fallback: the model's decision was unusable"
-        return decision, str(getattr(result, "reason", "") or "")
+        return Decision(word), str(getattr(result, "reason", "") or "")
 
     def write_answer(self, run: QuestionRun, question: str, evidence: list[str]) -> tuple[list[str], str] | None:
-        result = run.call("answer", "planner", self.answer, question=question, evidence=evidence)
+        result = run.call(Stage.ANSWER, Role.PLANNER, self.answer, question=question, evidence=evidence)
         if result is None:
             return None
         answers = getattr(result, "answers", None)
