@@ -113,15 +113,37 @@ class KnowledgeMemory:
     def is_failed(self, entity_id: str, relation: Relation) -> bool:
         return (entity_id, relation.id, relation.direction.value) in self.failed_paths
 
-    def evidence(self, limit: int) -> list[str]:
-        """The last `limit` facts found, in the order they were found: what the Answer stage reads."""
-        lines: list[str] = []
-        for triple in self.triples[-limit:]:
-            lines.append(triple.text())
-        return lines
+    def evidence(self, budget_tokens: int, current: list[Triple] | None = None) -> list[str]:
+        """The facts the Planner reads, most useful first, within a token budget.
 
-    def summary(self, limit: int = 15) -> str:
-        lines = self.evidence(limit)
+        Reasoning chains come first (topic -> ... -> frontier, mediator facts read through), then the
+        current step's selected facts, then the other observed facts, newest first, as room allows. A
+        wide exploration's unselected candidates therefore never push a chain out.
+        """
+        lines: dict[str, None] = {}
+        used = 0
+        for triple in self._ranked_facts(current or []):
+            text = triple.text()
+            if text in lines:
+                continue
+            cost = estimate_tokens(text)
+            if used + cost > budget_tokens:
+                break
+            lines[text] = None
+            used += cost
+        return list(lines)
+
+    def _ranked_facts(self, current: list[Triple]):
+        for chain in self.reasoning_chains:
+            for triple in chain:
+                yield from with_mediator_facts(triple)
+        for triple in current:
+            yield from with_mediator_facts(triple)
+        yield from reversed(self.triples)
+
+    def summary(self, budget_tokens: int) -> str:
+        """Evidence and failed paths as one text: what Predict and Replan read."""
+        lines = self.evidence(budget_tokens)
         failed = sorted(self.failed_paths)
         text = "\n".join(lines) if lines else "(nothing found yet)"
         if failed:
@@ -141,6 +163,19 @@ class KnowledgeMemory:
             "reasoning_chains": [[t.to_dict() for t in chain] for chain in self.reasoning_chains],
             "failed_paths": [list(p) for p in sorted(self.failed_paths)],
         }
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of a text for budgeting (about 4 characters per token, as tokenizers of English average)."""
+    return max(1, len(text) // 4)
+
+
+def with_mediator_facts(triple: Triple) -> list[Triple]:
+    """A triple and, for a mediator (CVT) node at either end, the node's own facts, read through."""
+    out = [triple]
+    for node in (triple.head, triple.tail):
+        out.extend(Triple(node, relation, inner) for relation, inner in node.facts)
+    return out
 
 
 def relation_key(relation: Relation) -> str:

@@ -53,7 +53,7 @@ class Planner(dspy.Module):
     def make_new_plan(
         self, run: QuestionRun, question: str, topics: list[str], failed_plan: str
     ) -> list[PlanStepState]:
-        knowledge = run.memory.knowledge.summary()
+        knowledge = run.memory.knowledge.summary(run.thresholds.evidence_tokens)
         prediction = run.call(
             Stage.REPLAN, Role.PLANNER, self.replan,
             question=question, topic_entities=topics, failed_plan=failed_plan, knowledge=knowledge,
@@ -67,7 +67,8 @@ class Planner(dspy.Module):
     def predict(self, run: QuestionRun, question: str, objective: str) -> str:
         prediction = run.call(
             Stage.PREDICT, Role.PLANNER, self.predict_outcome,
-            question=question, step=objective, knowledge=run.memory.knowledge.summary(),
+            question=question, step=objective,
+            knowledge=run.memory.knowledge.summary(run.thresholds.evidence_tokens),
         )
         return str(getattr(prediction, "prediction", "") or "")
 

@@ -121,7 +121,7 @@ class PPoGA(dspy.Module):
         self, run: QuestionRun, question: str, frontier: list[Entity]
     ) -> tuple[list[str], list[str | None], str]:
         knowledge = run.memory.knowledge
-        evidence = knowledge.evidence(self.thresholds.evidence_limit)
+        evidence = knowledge.evidence(self.thresholds.evidence_tokens)
         written = self.planner.write_answer(run, question, evidence)
         if written is None or not written[0]:
             fallback = [e.label for e in frontier if e.id not in {t.id for t in run.memory.strategic.topic_entities}]

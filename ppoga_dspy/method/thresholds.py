@@ -30,7 +30,12 @@ class Thresholds(BaseModel):
     relation_candidates: int = Field(25, ge=1, le=500, description="relations shown to the model, best-ranked first")
     neighbor_limit: int = Field(500, ge=1, le=100_000, description="neighbours fetched per (entity, relation)")
     frontier_limit: int = Field(3, ge=1, le=50, description="frontier entities whose relations are explored per step")
-    evidence_limit: int = Field(40, ge=1, le=1000, description="triples shown to the Answer stage")
+    evidence_limit: int = Field(40, ge=1, le=1000, description="facts one step's observation keeps, selected first")
+    evidence_tokens: int = Field(
+        800, ge=50, le=100_000,
+        description="token budget of the evidence the Planner reads: reasoning chains first, then the step's "
+        "selected facts, then other observed facts (PoG keeps its memory to the same order)",
+    )
     use_prediction: bool = Field(True, description="ablation: predict each step's outcome before acting")
     use_path_correction: bool = Field(True, description="ablation: retry a failed step avoiding failed paths")
     use_plan_correction: bool = Field(True, description="ablation: replan after repeated failures")

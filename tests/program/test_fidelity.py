@@ -1,0 +1,55 @@
+"""Issue 11: each point where the program must do what the PPoGA paper says, shown on the demo KG."""
+
+from __future__ import annotations
+
+import dspy
+
+from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, scripted_lm
+from ppoga_dspy.kg.base import Entity, Triple
+from ppoga_dspy.method.costs import Costs
+from ppoga_dspy.method.memory import Memory, StrategicMemory
+from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.thresholds import Thresholds
+from tests.program.test_program import GOLD, QUESTION, mid, run
+
+
+def test_every_chain_triple_reaches_answer_after_a_wide_exploration(demo_kg):
+    """Point 1: 60 unselected candidates observed after the chain do not push the chain out of the evidence."""
+    film, nolan, london = Entity("m.f", "Inception"), Entity("m.n", "Christopher Nolan"), Entity("m.l", "London")
+    chain = [Triple(film, "film.film.directed_by", nolan), Triple(nolan, "people.person.place_of_birth", london)]
+    memory = Memory(StrategicMemory(question=QUESTION, topic_entities=[film]))
+    memory.knowledge.add_triples(chain)
+    memory.knowledge.reasoning_chains.append(chain)
+    noise = [Triple(london, "location.location.contains", Entity(f"m.x{i}", f"Borough number {i}")) for i in range(60)]
+    memory.knowledge.add_triples(noise)
+    seen: list[list[str]] = []
+    handlers = gold_path_handlers(GOLD)
+
+    def answer(inputs):
+        seen.append([str(e) for e in inputs["evidence"]])
+        return handlers["Answer"](inputs)
+
+    program = PPoGA(demo_kg)
+    qrun = QuestionRun(memory=memory, thresholds=Thresholds(), tools=None, costs=Costs())
+    with dspy.context(lm=scripted_lm(ScriptedEngine(dict(handlers, Answer=answer)))):
+        answers, _, _ = program._answer(qrun, QUESTION, [london])
+    assert seen, "the Answer stage was called"
+    for triple in chain:
+        assert triple.text() in seen[0]
+    assert answers == ["London"]
+
+
+def test_evidence_is_bounded_by_a_token_budget():
+    """Point 1: the budget, not a triple count, bounds what the Planner reads."""
+    memory = Memory(StrategicMemory(question="q"))
+    hub = Entity("m.h", "Hub")
+    memory.knowledge.add_triples([Triple(hub, "r", Entity(f"m.{i}", f"Entity {i}")) for i in range(500)])
+    small, large = memory.knowledge.evidence(100), memory.knowledge.evidence(1000)
+    assert 0 < len(small) < len(large)
+    assert sum(len(line) for line in small) // 4 <= 100
+
+
+def test_two_hop_question_still_answered(demo_kg):
+    prediction, _ = run(demo_kg, gold_path_handlers(GOLD))
+    assert prediction.answers == ["London"] and prediction.answer_ids == [mid(demo_kg, "London")]
