@@ -122,7 +122,8 @@ class StepLoop:
         if th.use_prediction:
             cycle.prediction = self.planner.predict(run, self.question, step.objective)
         observation = self.executor.explore(
-            run, question=self.question, objective=step.objective, frontier=self.walk.frontier, chains=self.walk.chains
+            run, question=self.question, objective=step.objective, frontier=self.walk.frontier, chains=self.walk.chains,
+            step=self.state.index,
         )
         cycle.observation = observation.text()
         cycle.triples, cycle.frontier, cycle.paths = observation.triples, observation.frontier, observation.paths
@@ -177,9 +178,13 @@ class StepLoop:
         """Path correction: the same step again, with the paths it just walked excluded."""
         step.attempts += 1
         step.status = "failed"
-        self.run.memory.knowledge.record_failure(observation.paths)
+        self.run.memory.knowledge.record_failure(self.state.index, observation.paths, self._why_failed())
         self.run.note("path_correction", step=self.state.index, attempt=step.attempts,
                       avoid=[list(p) for p in observation.paths])
+
+    def _why_failed(self) -> str:
+        cycle = self.run.memory.current
+        return (cycle.reason or cycle.thought) if cycle else ""
 
     def correct_plan(self, step: PlanStepState, observation: Observation) -> None:
         """Plan correction: archive the plan, ask for a new one, start again from the topic entities."""
@@ -187,7 +192,9 @@ class StepLoop:
         step.status = "failed"
         strategic.archived_plans.append(strategic.plan)
         strategic.replan_count += 1
-        self.run.memory.knowledge.record_failure(observation.paths)
+        knowledge = self.run.memory.knowledge
+        knowledge.record_failure(self.state.index, observation.paths, self._why_failed())
+        knowledge.new_plan()
         failed_text = strategic.plan_text()
         strategic.plan = self.planner.make_new_plan(self.run, self.question, self.topic_names, failed_text)
         self.run.note("plan_correction", replan=strategic.replan_count, plan=[s.objective for s in strategic.plan])

@@ -88,10 +88,14 @@ class Executor(dspy.Module):
         objective: str,
         frontier: list[Entity],
         chains: dict[str, list[Triple]],
+        step: int = 0,
     ) -> Observation:
-        query = f"{question} {objective}"
+        """One step's action; `step` keys the failed paths this try must avoid (path correction)."""
+        query = f"{question} {objective}"  # ranking reads the objective alone; the model also reads what to avoid
+        avoid = run.memory.knowledge.avoid_text(step)
+        objective = f"{objective} (tried before and failed, avoid: {avoid})" if avoid else objective
         observation = Observation()
-        candidates = self._gather(run, question, objective, frontier, query, observation)
+        candidates = self._gather(run, question, objective, frontier, query, observation, step)
         if not candidates:
             if not observation.notes:
                 observation.notes.append("No entity was reached from the frontier in this step.")
@@ -103,13 +107,13 @@ class Executor(dspy.Module):
 
     def _gather(
         self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
-        observation: Observation,
+        observation: Observation, step: int,
     ) -> list[Candidate]:
         """Explore relations, let the model choose, and fetch the entities they reach (the candidates)."""
         th = run.thresholds
         candidates: list[Candidate] = []
         for entity in frontier[: th.frontier_limit]:
-            relations = self._candidate_relations(run, entity, observation)
+            relations = self._candidate_relations(run, entity, observation, step)
             if not relations:
                 continue
             for relation in self._choose_relations(run, question, objective, entity, relations, query):
@@ -149,7 +153,9 @@ class Executor(dspy.Module):
                 observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + [candidate.triple]
         run.memory.knowledge.add_triples(observation.triples)
 
-    def _candidate_relations(self, run: QuestionRun, entity: Entity, observation: Observation) -> list[Relation]:
+    def _candidate_relations(
+        self, run: QuestionRun, entity: Entity, observation: Observation, step: int
+    ) -> list[Relation]:
         relations: list[Relation] = []
         for direction in (Direction.OUT, Direction.IN):
             try:
@@ -159,7 +165,7 @@ class Executor(dspy.Module):
             except KGError as exc:
                 observation.notes.append(f"Relations of {entity.label} could not be read: {exc}")
         knowledge = run.memory.knowledge
-        kept = [r for r in relations if not knowledge.is_failed(entity.id, r)]
+        kept = [r for r in relations if not knowledge.is_failed(step, entity.id, r)]
         if len(kept) < len(relations):
             run.note("path_correction.excluded", entity=entity.id, excluded=len(relations) - len(kept))
         return kept

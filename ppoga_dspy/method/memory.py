@@ -87,7 +87,14 @@ class KnowledgeMemory:
     relations: dict[str, set[str]] = field(default_factory=dict)  # entity id -> explored relation keys
     triples: list[Triple] = field(default_factory=list)
     reasoning_chains: list[list[Triple]] = field(default_factory=list)
-    failed_paths: set[tuple[str, str, str]] = field(default_factory=set)
+    # path correction: failures of the current plan, keyed by the step they failed in
+    failed_by_step: dict[int, set[tuple[str, str, str]]] = field(default_factory=dict)
+    lessons: list[str] = field(default_factory=list)  # "tried, and why it failed", kept across plans
+
+    @property
+    def failed_paths(self) -> set[tuple[str, str, str]]:
+        """Every failed (entity, relation, direction) of the current plan."""
+        return set().union(*self.failed_by_step.values()) if self.failed_by_step else set()
 
     def add_entities(self, entities: list[Entity]) -> None:
         for entity in entities:
@@ -107,11 +114,27 @@ class KnowledgeMemory:
     def mark_explored(self, entity_id: str, relation: Relation) -> None:
         self.relations.setdefault(entity_id, set()).add(relation_key(relation))
 
-    def record_failure(self, paths: list[tuple[str, str, str]]) -> None:
-        self.failed_paths.update(paths)
+    def record_failure(self, step: int, paths: list[tuple[str, str, str]], reason: str = "") -> None:
+        """Paths that failed in plan step `step`: a retry of that step avoids them."""
+        self.failed_by_step.setdefault(step, set()).update(paths)
+        why = f": {reason}" if reason else ""
+        self.lessons.extend(f"{self.path_text(p)} was tried and failed{why}" for p in paths)
 
-    def is_failed(self, entity_id: str, relation: Relation) -> bool:
-        return (entity_id, relation.id, relation.direction.value) in self.failed_paths
+    def is_failed(self, step: int, entity_id: str, relation: Relation) -> bool:
+        return (entity_id, relation.id, relation.direction.value) in self.failed_by_step.get(step, set())
+
+    def avoid_text(self, step: int) -> str:
+        """What a retry of `step` is told to avoid, or "" on a first try."""
+        failed = sorted(self.failed_by_step.get(step, set()))
+        return "; ".join(self.path_text(p) for p in failed)
+
+    def new_plan(self) -> None:
+        """Plan correction: a new plan starts with a clean exclusion set; the lessons stay for Replan to read."""
+        self.failed_by_step.clear()
+
+    def path_text(self, path: tuple[str, str, str]) -> str:
+        entity, relation, direction = path
+        return f"{self._name(entity)} -{relation}" + (" (reverse)" if direction == "in" else "")
 
     def evidence(self, budget_tokens: int, current: list[Triple] | None = None) -> list[str]:
         """The facts the Planner reads, most useful first, within a token budget.
@@ -144,11 +167,9 @@ class KnowledgeMemory:
     def summary(self, budget_tokens: int) -> str:
         """Evidence and failed paths as one text: what Predict and Replan read."""
         lines = self.evidence(budget_tokens)
-        failed = sorted(self.failed_paths)
         text = "\n".join(lines) if lines else "(nothing found yet)"
-        if failed:
-            names = ", ".join(f"{self._name(e)} -{r}({d})" for e, r, d in failed[:10])
-            text += f"\nFailed paths: {names}"
+        if self.lessons:
+            text += "\nTried and failed:\n" + "\n".join(self.lessons[-10:])
         return text
 
     def _name(self, entity_id: str) -> str:
@@ -162,6 +183,8 @@ class KnowledgeMemory:
             "triples": [t.to_dict() for t in self.triples],
             "reasoning_chains": [[t.to_dict() for t in chain] for chain in self.reasoning_chains],
             "failed_paths": [list(p) for p in sorted(self.failed_paths)],
+            "failed_by_step": {str(k): [list(p) for p in sorted(v)] for k, v in sorted(self.failed_by_step.items())},
+            "lessons": list(self.lessons),
         }
 
 

@@ -53,3 +53,63 @@ def test_evidence_is_bounded_by_a_token_budget():
 def test_two_hop_question_still_answered(demo_kg):
     prediction, _ = run(demo_kg, gold_path_handlers(GOLD))
     assert prediction.answers == ["London"] and prediction.answer_ids == [mid(demo_kg, "London")]
+
+
+def test_a_relation_failed_in_one_plan_is_available_to_the_next(demo_kg):
+    """Point 2: r fails at step 1 of plan A; plan B needs r at its step 2 and gets it."""
+    birth = "people.person.place_of_birth"
+    handlers = gold_path_handlers(GOLD)
+    state = {"replanned": False, "evaluations": 0}
+    offered_after_replan: list[tuple[str, list[str]]] = []
+
+    def decompose(inputs):  # plan A: a wrong one-step plan that follows r straight away
+        return {"steps": [{"objective": f"follow relation {birth}", "expected_outcome": "a place"}]}
+
+    def replan(inputs):
+        state["replanned"] = True
+        assert f"-{birth} was tried and failed" in inputs["knowledge"], "Replan reads what was tried and why"
+        return handlers["Replan"](inputs)
+
+    def evaluate(inputs):
+        state["evaluations"] += 1
+        if state["evaluations"] == 1:
+            return {"decision": "replan", "reason": "the plan skips the director"}
+        return handlers["Evaluate"](inputs)
+
+    def select_relations(inputs):
+        if state["replanned"]:
+            offered_after_replan.append((inputs["entity"], list(inputs["candidates"])))
+        return handlers["SelectRelations"](inputs)
+
+    topics = {mid(demo_kg, "Inception"): "Inception", mid(demo_kg, "Christopher Nolan"): "Christopher Nolan"}
+    prediction, _ = run(demo_kg, dict(handlers, Decompose=decompose, Replan=replan, Evaluate=evaluate,
+                                      SelectRelations=select_relations), topics=topics)
+    assert state["replanned"]
+    nolan_offers = [c for entity, c in offered_after_replan if entity == "Christopher Nolan"]
+    assert nolan_offers and all(birth in c for c in nolan_offers), "plan B starts with a clean exclusion set"
+    assert prediction.answers == ["London"]
+    assert prediction.memory["knowledge"]["failed_paths"] == []
+
+
+def test_a_retry_avoids_its_failures_and_says_so(demo_kg):
+    """Point 2: on a retry of the step, the failed paths are avoided and the model is told."""
+    handlers = gold_path_handlers(GOLD)
+    steps_seen: list[str] = []
+
+    def select_relations(inputs):
+        steps_seen.append(inputs["step"])
+        if inputs["entity"] == "Inception" and "film.film.music" in inputs["candidates"]:
+            return {"relations": ["film.film.music"]}
+        return handlers["SelectRelations"](inputs)
+
+    def evaluate(inputs):
+        if "film.film.music" in inputs["observation"]:
+            return {"decision": "correct_path", "reason": "the composer is not the director"}
+        return handlers["Evaluate"](inputs)
+
+    prediction, _ = run(demo_kg, dict(handlers, SelectRelations=select_relations, Evaluate=evaluate))
+    assert prediction.answers == ["London"]
+    assert "avoid: Inception -film.film.music" in steps_seen[1]
+    assert "avoid" not in steps_seen[2], "the next step is a first try"
+    by_step = prediction.memory["knowledge"]["failed_by_step"]
+    assert list(by_step) == ["0"]
