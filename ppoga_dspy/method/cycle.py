@@ -127,6 +127,7 @@ class StepLoop:
         )
         cycle.observation = observation.text()
         cycle.triples, cycle.frontier, cycle.paths = observation.triples, observation.frontier, observation.paths
+        cycle.rationale = observation.rationale
         cycle.thought, cycle.missing = self.planner.think_over(
             run, self.question, step.objective, cycle.prediction, cycle.observation
         )

@@ -44,6 +44,7 @@ class Observation:
     chains: dict[str, list[Triple]] = field(default_factory=dict)  # frontier entity id -> chain from a topic
     paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
     notes: list[str] = field(default_factory=list)
+    rationale: str = ""  # why the Executor selected the frontier (the paper's "with a rationale")
 
     @property
     def empty(self) -> bool:
@@ -101,7 +102,7 @@ class Executor(dspy.Module):
                 observation.notes.append("No entity was reached from the frontier in this step.")
             return observation
         candidates = self._prune(candidates, query, run.thresholds.prune_threshold)
-        selected = self._choose_entities(run, question, objective, candidates, query)
+        selected = self._choose_entities(run, question, objective, candidates, query, observation)
         self._record(run, observation, candidates, selected, chains)
         return observation
 
@@ -197,10 +198,12 @@ class Executor(dspy.Module):
         return [candidates[i] for i in kept]
 
     def _choose_entities(
-        self, run: QuestionRun, question: str, objective: str, candidates: list[Candidate], query: str
+        self, run: QuestionRun, question: str, objective: str, candidates: list[Candidate], query: str,
+        observation: Observation,
     ) -> list[Candidate]:
         th = run.thresholds
         if len(candidates) <= th.entities_per_step:
+            observation.rationale = f"all {len(candidates)} entities reached are kept (at most {th.entities_per_step})"
             return list(candidates)
         lines = [c.line() for c in candidates]
         prediction = run.call(
@@ -211,9 +214,11 @@ class Executor(dspy.Module):
             getattr(prediction, "entities", None), lines, aliases=[c.entity.describe() for c in candidates]
         )
         chosen = [candidates[i] for i in matched.indices][: th.entities_per_step]
+        observation.rationale = str(getattr(prediction, "rationale", "") or "")
         if matched.invalid or not chosen:
             run.note("select_entities.fallback", invalid=matched.invalid)
         if not chosen:
             order = rank(self.ranker, query, lines)
             chosen = [candidates[i] for i in order[: th.entities_per_step]]
+            observation.rationale = "fallback: the candidates most similar to the question and step"
         return chosen

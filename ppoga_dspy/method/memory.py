@@ -58,6 +58,7 @@ class StepCycle:
     missing: str = ""
     decision: str = ""
     reason: str = ""
+    rationale: str = ""  # the Executor's reason for the entities it selected
     triples: list[Triple] = field(default_factory=list)
     frontier: list[Entity] = field(default_factory=list)
     paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
@@ -73,6 +74,7 @@ class StepCycle:
             "missing": self.missing,
             "decision": self.decision,
             "reason": self.reason,
+            "rationale": self.rationale,
             "triples": [t.to_dict() for t in self.triples],
             "frontier": [e.to_dict() for e in self.frontier],
             "paths": [list(p) for p in self.paths],

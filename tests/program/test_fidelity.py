@@ -113,3 +113,17 @@ def test_a_retry_avoids_its_failures_and_says_so(demo_kg):
     assert "avoid" not in steps_seen[2], "the next step is a first try"
     by_step = prediction.memory["knowledge"]["failed_by_step"]
     assert list(by_step) == ["0"]
+
+
+def test_entity_selection_keeps_its_rationale(demo_kg):
+    """Point 9: the Executor's reason for its selection is in memory (and in the trace)."""
+    handlers = gold_path_handlers(GOLD)
+
+    def select_entities(inputs):
+        reply = handlers["SelectEntities"](inputs)
+        return dict(reply, rationale="Christopher Nolan is the director named in the facts")
+
+    prediction, _ = run(demo_kg, dict(handlers, SelectEntities=select_entities), entities_per_step=1)
+    cycles = prediction.memory["step_cycles"]
+    assert all(c["rationale"] for c in cycles)
+    assert any("at most 1" in c["rationale"] or "director named" in c["rationale"] for c in cycles)
