@@ -8,6 +8,8 @@ itself lives in `program.py`.
 
 from __future__ import annotations
 
+import re
+
 import dspy
 
 from ppoga_dspy.method.choices import same_name
@@ -27,6 +29,18 @@ def _steps(raw: object, limit: int) -> list[PlanStepState]:
         if objective and str(objective).strip():
             steps.append(PlanStepState(objective=str(objective).strip(), expected_outcome=str(expected or "").strip()))
     return steps[:limit]
+
+
+_LITERAL = re.compile(
+    r"^(?:yes|no|true|false|none|-?\d[\d,]*(?:\.\d+)?(?:\s*%|\s+\w+)?|\d{1,4}(?:[-/.]\d{1,2}){1,2}|"
+    r"\d{1,2}\s+\w+\s+\d{3,4}|\w+\s+\d{1,2},?\s+\d{3,4})$",
+    re.IGNORECASE,
+)
+
+
+def is_literal(answer: str) -> bool:
+    """A value rather than a name: a count, a number with a unit, a date, yes/no ("3", "1998-07-12", "yes")."""
+    return bool(_LITERAL.match(answer.strip()))
 
 
 class Planner(dspy.Module):
@@ -104,10 +118,12 @@ class Planner(dspy.Module):
         answers = [str(a).strip() for a in (answers or []) if str(a).strip()]
         if run.thresholds.ground_answers or getattr(result, "_salvaged", False):
             # PPoGA answers from the evidence: an answer counts where it names an entity found on the graph
-            # (always for a salvaged reply); with none left the program falls back to the last step's entities
+            # (always for a salvaged reply) or is a value no graph entity names (a count, a date, yes/no:
+            # kept, and marked ungrounded by the program); with none left the program falls back to the last
+            # step's entities
             topics = {t.id for t in run.memory.strategic.topic_entities}
             known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
-            answers = [a for a in answers if any(same_name(a, k) for k in known)]
+            answers = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
             if not answers:
                 return None
         return answers, str(getattr(result, "reasoning", "") or "")

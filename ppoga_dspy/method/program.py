@@ -76,10 +76,12 @@ class PPoGA(dspy.Module):
             run.note("failed", kind=error_kind, error=error)
         run.costs.seconds = time.perf_counter() - started
         chains = _answer_chains(memory, answer_ids)
+        ungrounded = [a for a, i in zip(answers, answer_ids, strict=False) if i is None]
         return dspy.Prediction(
             answer=answers[0] if answers else "",
             answers=answers,
             answer_ids=answer_ids,
+            ungrounded=ungrounded,  # answers that name no KG entity (values such as counts, dates, yes/no)
             reasoning=reasoning,
             reasoning_chains=[[t.to_dict() for t in chain] for chain in chains],
             status=status,

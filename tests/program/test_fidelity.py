@@ -127,3 +127,18 @@ def test_entity_selection_keeps_its_rationale(demo_kg):
     cycles = prediction.memory["step_cycles"]
     assert all(c["rationale"] for c in cycles)
     assert any("at most 1" in c["rationale"] or "director named" in c["rationale"] for c in cycles)
+
+
+def test_a_value_answer_is_kept_and_marked_ungrounded(demo_kg):
+    """Point 11: an answer that is no KG entity (a count, a date, yes/no) is kept and marked, not dropped."""
+    handlers = gold_path_handlers(GOLD)
+    handlers["Answer"] = lambda i: {"answers": ["1970"], "reasoning": "Nolan was born in 1970"}
+    prediction, _ = run(demo_kg, handlers)
+    assert prediction.answers == ["1970"]
+    assert prediction.answer_ids == [None] and prediction.ungrounded == ["1970"]
+    assert not [e for e in prediction.trace if e["stage"] == "answer.fallback"]
+
+
+def test_a_graph_answer_is_not_marked_ungrounded(demo_kg):
+    prediction, _ = run(demo_kg, gold_path_handlers(GOLD))
+    assert prediction.answers == ["London"] and prediction.ungrounded == []
