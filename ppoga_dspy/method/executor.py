@@ -96,29 +96,34 @@ class Executor(dspy.Module):
         avoid = run.memory.knowledge.avoid_text(step)
         objective = f"{objective} (tried before and failed, avoid: {avoid})" if avoid else objective
         observation = Observation()
-        candidates = self._gather(run, question, objective, frontier, query, observation, step)
+        candidates = self._gather(run, question, objective, frontier, query, observation, step, chains)
         if not candidates:
             if not observation.notes:
                 observation.notes.append("No entity was reached from the frontier in this step.")
             return observation
-        candidates = self._prune(candidates, query, run.thresholds.prune_threshold)
         selected = self._choose_entities(run, question, objective, candidates, query, observation)
         self._record(run, observation, candidates, selected, chains)
         return observation
 
     def _gather(
         self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
-        observation: Observation, step: int,
+        observation: Observation, step: int, chains: dict[str, list[Triple]],
     ) -> list[Candidate]:
-        """Explore relations, let the model choose, and fetch the entities they reach (the candidates)."""
+        """Explore relations, let the model choose, fetch the entities they reach, prune each (entity, relation) group.
+
+        Pruning is per group, as the paper states it: a relation with more than `prune_threshold` candidates
+        keeps its most similar ones, and never crowds out a small group of another relation.
+        """
         th = run.thresholds
         candidates: list[Candidate] = []
         for entity in frontier[: th.frontier_limit]:
-            relations = self._candidate_relations(run, entity, observation, step)
+            arrived_by = (chains.get(entity.id) or [None])[-1]
+            relations = self._candidate_relations(run, entity, observation, step, arrived_by)
             if not relations:
                 continue
             for relation in self._choose_relations(run, question, objective, entity, relations, query):
-                candidates.extend(self._follow(run, entity, relation, observation))
+                group = self._follow(run, entity, relation, observation)
+                candidates.extend(self._prune(group, query, th.prune_threshold))
         return candidates
 
     def _follow(
@@ -155,8 +160,9 @@ class Executor(dspy.Module):
         run.memory.knowledge.add_triples(observation.triples)
 
     def _candidate_relations(
-        self, run: QuestionRun, entity: Entity, observation: Observation, step: int
+        self, run: QuestionRun, entity: Entity, observation: Observation, step: int, arrived_by: Triple | None = None
     ) -> list[Relation]:
+        """The entity's relations minus this step's failed paths and the way back along the fact that reached it."""
         relations: list[Relation] = []
         for direction in (Direction.OUT, Direction.IN):
             try:
@@ -166,6 +172,8 @@ class Executor(dspy.Module):
             except KGError as exc:
                 observation.notes.append(f"Relations of {entity.label} could not be read: {exc}")
         knowledge = run.memory.knowledge
+        back = _way_back(entity, arrived_by)
+        relations = [r for r in relations if (r.id, r.direction) != back]
         kept = [r for r in relations if not knowledge.is_failed(step, entity.id, r)]
         if len(kept) < len(relations):
             run.note("path_correction.excluded", entity=entity.id, excluded=len(relations) - len(kept))
@@ -178,6 +186,8 @@ class Executor(dspy.Module):
         names = [relation_key(r) for r in relations]
         order = rank(self.ranker, query, names)[: th.relation_candidates]
         shown = [relations[i] for i in order]
+        if len(shown) < len(relations):
+            run.note("select_relations.ranked", entity=entity.id, shown=len(shown), of=len(relations))
         if len(shown) == 1:
             return shown
         shown_names = [relation_key(r) for r in shown]
@@ -222,3 +232,14 @@ class Executor(dspy.Module):
             chosen = [candidates[i] for i in order[: th.entities_per_step]]
             observation.rationale = "fallback: the candidates most similar to the question and step"
         return chosen
+
+
+def _way_back(entity: Entity, arrived_by: Triple | None) -> tuple[str, Direction] | None:
+    """The (relation, direction) that leads from `entity` back where it came from (PoG drops it)."""
+    if arrived_by is None:
+        return None
+    if arrived_by.tail.id == entity.id:
+        return arrived_by.relation, Direction.IN
+    if arrived_by.head.id == entity.id:
+        return arrived_by.relation, Direction.OUT
+    return None

@@ -142,3 +142,63 @@ def test_a_value_answer_is_kept_and_marked_ungrounded(demo_kg):
 def test_a_graph_answer_is_not_marked_ungrounded(demo_kg):
     prediction, _ = run(demo_kg, gold_path_handlers(GOLD))
     assert prediction.answers == ["London"] and prediction.ungrounded == []
+
+
+def test_the_way_back_is_not_offered(demo_kg):
+    """Point 5: from Nolan (reached by Inception -directed_by-> Nolan) the reverse of directed_by is dropped."""
+    handlers = gold_path_handlers(GOLD)
+    offered: dict[str, list[str]] = {}
+
+    def select_relations(inputs):
+        offered.setdefault(inputs["entity"], list(inputs["candidates"]))
+        return handlers["SelectRelations"](inputs)
+
+    prediction, _ = run(demo_kg, dict(handlers, SelectRelations=select_relations))
+    assert prediction.answers == ["London"]
+    assert "film.film.directed_by (reverse)" not in offered["Christopher Nolan"]
+
+
+class _ByName:
+    """A real ranker on names: scores a text by whether it mentions "keep" (no embedding model needed)."""
+
+    def scores(self, query: str, texts: list[str]) -> list[float]:
+        return [1.0 if "keep" in t else 0.0 for t in texts]
+
+
+def test_pruning_is_per_entity_relation_group():
+    """Point 6: a group over the threshold is pruned alone; a small group of another relation is untouched."""
+    from ppoga_dspy.method.executor import Candidate, Executor
+
+    hub = Entity("m.h", "Hub")
+    big = [Candidate(e, Triple(hub, "r.big", e), hub) for e in (Entity(f"m.b{i}", f"keep {i}") for i in range(80))]
+    small = [Candidate(e, Triple(hub, "r.small", e), hub) for e in (Entity(f"m.s{i}", f"other {i}") for i in range(5))]
+    executor = Executor(ranker=_ByName())
+    kept_big = executor._prune(big, "q", 70)
+    kept_small = executor._prune(small, "q", 70)
+    assert len(kept_big) == 70 and kept_small == small
+
+
+def test_a_large_group_does_not_crowd_out_a_small_one(tmp_path):
+    """Point 6, end to end: 80 players of one club and 2 of another; pruning keeps both of the small club."""
+    from ppoga_dspy.kg import open_kg
+
+    lines = [f"Hub\tbig_club\tPlayer_{i}" for i in range(80)] + [f"Hub\tsmall_club\tStar_{i}" for i in range(2)]
+    path = tmp_path / "kg.txt"
+    path.write_text("\n".join(lines) + "\n")
+    kg = open_kg(path, dialect="irn")
+    seen: list[list[str]] = []
+
+    def select_relations(inputs):
+        return {"relations": [c for c in inputs["candidates"] if "club" in c]}
+
+    def select_entities(inputs):
+        seen.append(list(inputs["candidates"]))
+        return {"entities": [inputs["candidates"][0].split("  <- ")[0]], "rationale": "first"}
+
+    handlers = dict(gold_path_handlers({}), SelectRelations=select_relations, SelectEntities=select_entities)
+    try:
+        run(kg, handlers, question="Which players play for Hub?", topics={"Hub": "Hub"}, prune_threshold=70)
+    finally:
+        kg.close()
+    assert seen and sum("Star_" in line or "Star " in line for line in seen[0]) == 2
+    assert len(seen[0]) == 72
