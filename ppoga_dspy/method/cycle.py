@@ -122,8 +122,8 @@ class StepLoop:
         if th.use_prediction:
             cycle.prediction = self.planner.predict(run, self.question, step.objective)
         observation = self.executor.explore(
-            run, question=self.question, objective=step.objective, frontier=self.walk.frontier, chains=self.walk.chains,
-            step=self.state.index,
+            run, question=self.question, objective=self.exploration_objective(step), frontier=self.walk.frontier,
+            chains=self.walk.chains, step=self.state.index,
         )
         cycle.observation = observation.text()
         cycle.triples, cycle.frontier, cycle.paths = observation.triples, observation.frontier, observation.paths
@@ -138,6 +138,13 @@ class StepLoop:
         cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty)
         memory.history.append(cycle)
         return cycle, observation
+
+    @staticmethod
+    def exploration_objective(step: PlanStepState) -> str:
+        """The step's objective; on a retry, what Think said was missing shapes where the Executor looks."""
+        if step.attempts and step.missing and step.missing.strip().lower() not in ("nothing", "none", ""):
+            return f"{step.objective}; still missing: {step.missing}"
+        return step.objective
 
     def enforce(self, decision: Decision, attempts: int, *, found_something: bool) -> Decision:
         """The model's decision after the caps and ablation switches; every change is noted in the trace."""
@@ -166,6 +173,7 @@ class StepLoop:
 
     def proceed(self, step: PlanStepState, observation: Observation, *, finish: bool) -> None:
         step.status = "completed"
+        step.outcome = "found " + ", ".join(e.label for e in observation.frontier) if observation.frontier else ""
         if observation.frontier:
             self.walk.frontier = observation.frontier
             self.walk.chains.update(observation.chains)
@@ -179,6 +187,8 @@ class StepLoop:
         """Path correction: the same step again, with the paths it just walked excluded."""
         step.attempts += 1
         step.status = "failed"
+        step.outcome = self._why_failed()
+        step.missing = self.run.memory.current.missing if self.run.memory.current else ""
         self.run.memory.knowledge.record_failure(self.state.index, observation.paths, self._why_failed())
         self.run.note("path_correction", step=self.state.index, attempt=step.attempts,
                       avoid=[list(p) for p in observation.paths])

@@ -26,10 +26,13 @@ class PlanStepState:
     expected_outcome: str = ""
     status: str = "not started"  # not started | in progress | completed | failed
     attempts: int = 0
+    outcome: str = ""  # what the step found (completed) or why it failed
+    missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
 
     def text(self) -> str:
         expected = f" (expect: {self.expected_outcome})" if self.expected_outcome else ""
-        return f"{self.objective}{expected} [{self.status}]"
+        outcome = f" -> {self.outcome}" if self.outcome else ""
+        return f"{self.objective}{expected} [{self.status}]{outcome}"
 
 
 @dataclass

@@ -43,6 +43,12 @@ def is_literal(answer: str) -> bool:
     return bool(_LITERAL.match(answer.strip()))
 
 
+def memory_text(run: QuestionRun) -> str:
+    """The plan with each step's status and outcome, then the chains and failures: what Think reads."""
+    strategic, knowledge = run.memory.strategic, run.memory.knowledge
+    return f"Plan:\n{strategic.plan_text()}\nKnown:\n{knowledge.summary(run.thresholds.evidence_tokens)}"
+
+
 class Planner(dspy.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -90,6 +96,7 @@ class Planner(dspy.Module):
         result = run.call(
             Stage.THINK, Role.PLANNER, self.think,
             question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
+            memory=memory_text(run),
         )
         return str(getattr(result, "thought", "") or ""), str(getattr(result, "missing", "") or "")
 
@@ -100,6 +107,7 @@ class Planner(dspy.Module):
         result = run.call(
             Stage.EVALUATE, Role.PLANNER, self.evaluate,
             question=question, plan=plan, step=objective, observation=observation, thought=thought,
+            memory=run.memory.knowledge.summary(run.thresholds.evidence_tokens),
         )
         word = str(getattr(result, "decision", "") or "").strip().lower()
         if word not in set(Decision):

@@ -61,6 +61,8 @@ class Think(dspy.Signature):
     # `thought` was `reflection` before artifact schema 2 (fields load by position; old demos carry `reflection`)
     thought: str = dspy.OutputField(desc="does the observation meet the objective, and how it differs")
     missing: str = dspy.OutputField(desc="what is still missing to answer the question, or 'nothing'")
+    # inputs added after the outputs keep the positions older artifacts load by
+    memory: str = dspy.InputField(desc="the plan with each step's status and outcome, the chains found, what failed")
 
 
 class Evaluate(dspy.Signature):
@@ -79,6 +81,8 @@ class Evaluate(dspy.Signature):
     thought: str = dspy.InputField(desc="the thought on this step")
     decision: DecisionName = dspy.OutputField()
     reason: str = dspy.OutputField(desc="one sentence justifying the decision")
+    # an input added after the outputs keeps the positions older artifacts load by
+    memory: str = dspy.InputField(desc="the reasoning chains found so far and the paths that failed")
 
 
 class Replan(dspy.Signature):

@@ -202,3 +202,32 @@ def test_a_large_group_does_not_crowd_out_a_small_one(tmp_path):
         kg.close()
     assert seen and sum("Star_" in line or "Star " in line for line in seen[0]) == 2
     assert len(seen[0]) == 72
+
+
+def test_think_and_evaluate_read_memory_and_missing_shapes_the_retry(demo_kg):
+    """Point 4: Think and Evaluate see the plan (status, outcome), chains and failures; `missing` steers the retry."""
+    handlers = gold_path_handlers(GOLD)
+    thinks, evaluations, steps = [], [], []
+
+    def think(inputs):
+        thinks.append(inputs["memory"])
+        return {"thought": "compared", "missing": "the person who directed the film"}
+
+    def evaluate(inputs):
+        evaluations.append(inputs["memory"])
+        if len(evaluations) == 1:
+            return {"decision": "correct_path", "reason": "wrong relation"}
+        return handlers["Evaluate"](inputs)
+
+    def select_relations(inputs):
+        steps.append(inputs["step"])
+        if len(steps) == 1:
+            return {"relations": ["film.film.music"]}
+        return handlers["SelectRelations"](inputs)
+
+    prediction, _ = run(demo_kg, dict(handlers, Think=think, Evaluate=evaluate, SelectRelations=select_relations))
+    assert prediction.answers == ["London"]
+    assert "Plan:" in thinks[0] and "[in progress]" in thinks[0]
+    assert "Tried and failed" in thinks[1] and "wrong relation" in thinks[1]
+    assert "film.film.directed_by" in evaluations[-1], "Evaluate reads the chain found so far"
+    assert "still missing: the person who directed the film" in steps[1]
