@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-_DECISION_STYLE = {"proceed": "green", "finish": "bold green", "correct_path": "yellow", "replan": "magenta"}
+from ppoga_dspy.method.vocabulary import Decision
+
+_DECISION_STYLE = {Decision.PROCEED: "green", Decision.FINISH: "bold green", Decision.CORRECT_PATH: "yellow",
+                   Decision.REPLAN: "magenta"}
 
 
 def render_prediction(console, result: dict[str, Any]) -> None:

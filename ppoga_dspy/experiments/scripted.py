@@ -37,7 +37,7 @@ _SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond 
 SIGNATURE_OUTPUTS: dict[frozenset[str], str] = {
     frozenset({"steps"}): "Decompose",
     frozenset({"prediction"}): "PredictOutcome",
-    frozenset({"reflection", "missing"}): "Think",
+    frozenset({"thought", "missing"}): "Think",
     frozenset({"decision", "reason"}): "Evaluate",
     frozenset({"new_steps"}): "Replan",
     frozenset({"answers", "reasoning"}): "Answer",
@@ -220,7 +220,7 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         "Decompose": decompose,
         "Replan": decompose,
         "PredictOutcome": lambda i: {"prediction": f"the step will {i.get('step', '')}"},
-        "Think": lambda i: {"reflection": "compared", "missing": "nothing"},
+        "Think": lambda i: {"thought": "compared", "missing": "nothing"},
         "Evaluate": evaluate,
         "Answer": answer,
         "SelectRelations": select_relations,

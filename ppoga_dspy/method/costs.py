@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ppoga_dspy.method.vocabulary import Role, Stage
+
 
 @dataclass
 class Costs:
@@ -26,12 +28,13 @@ class Costs:
     seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add_lm(self, stage: str, role: str, usage_entries: list[dict[str, Any]]) -> None:
+    def add_lm(self, stage: Stage, role: Role, usage_entries: list[dict[str, Any]]) -> None:
         """Record one predictor call; `usage_entries` are DSPy's per-request usage dicts (empty on a cache hit)."""
         calls = max(1, len(usage_entries))
         prompt = sum(int(u.get("prompt_tokens") or 0) for u in usage_entries)
         completion = sum(int(u.get("completion_tokens") or 0) for u in usage_entries)
         with self._lock:
+            stage, role = Stage(stage).value, Role(role).value  # plain str keys: JSON and counters agree
             self.lm_calls[stage] += calls
             self.prompt_tokens[stage] += prompt
             self.completion_tokens[stage] += completion

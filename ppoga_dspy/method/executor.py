@@ -19,6 +19,7 @@ from ppoga_dspy.method.choices import match_choices
 from ppoga_dspy.method.memory import relation_key
 from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank
 from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.vocabulary import Role, Stage
 from ppoga_dspy.signatures import SelectEntities, SelectRelations
 
 
@@ -43,6 +44,7 @@ class Observation:
     chains: dict[str, list[Triple]] = field(default_factory=dict)  # frontier entity id -> chain from a topic
     paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
     notes: list[str] = field(default_factory=list)
+    rationale: str = ""  # why the Executor selected the frontier (the paper's "with a rationale")
 
     @property
     def empty(self) -> bool:
@@ -87,41 +89,67 @@ class Executor(dspy.Module):
         objective: str,
         frontier: list[Entity],
         chains: dict[str, list[Triple]],
+        step: int = 0,
     ) -> Observation:
-        th = run.thresholds
-        knowledge = run.memory.knowledge
-        query = f"{question} {objective}"
+        """One step's action; `step` keys the failed paths this try must avoid (path correction)."""
+        query = f"{question} {objective}"  # ranking reads the objective alone; the model also reads what to avoid
+        avoid = run.memory.knowledge.avoid_text(step)
+        objective = f"{objective} (tried before and failed, avoid: {avoid})" if avoid else objective
         observation = Observation()
-        candidates: list[Candidate] = []
-        for entity in frontier[: th.frontier_limit]:
-            relations = self._candidate_relations(run, entity, observation)
-            if not relations:
-                continue
-            chosen = self._choose_relations(run, question, objective, entity, relations, query)
-            for relation in chosen:
-                observation.paths.append((entity.id, relation.id, relation.direction.value))
-                knowledge.mark_explored(entity.id, relation)
-                try:
-                    found = run.tools.neighbors(entity.id, relation.id, relation.direction, th.neighbor_limit)
-                except KGUnavailableError:
-                    raise
-                except KGError as exc:
-                    observation.notes.append(f"Query failed for {entity.label} -{relation.id}: {exc}")
-                    continue
-                for other in found:
-                    if relation.direction is Direction.OUT:
-                        triple = Triple(entity, relation.id, other)
-                    else:
-                        triple = Triple(other, relation.id, entity)
-                    candidates.append(Candidate(other, triple, entity))
+        candidates = self._gather(run, question, objective, frontier, query, observation, step, chains)
         if not candidates:
             if not observation.notes:
                 observation.notes.append("No entity was reached from the frontier in this step.")
             return observation
-        candidates = self._prune(candidates, query, th.prune_threshold)
-        selected = self._choose_entities(run, question, objective, candidates, query)
+        selected = self._choose_entities(run, question, objective, candidates, query, observation)
+        self._record(run, observation, candidates, selected, chains)
+        return observation
+
+    def _gather(
+        self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
+        observation: Observation, step: int, chains: dict[str, list[Triple]],
+    ) -> list[Candidate]:
+        """Explore relations, let the model choose, fetch the entities they reach, prune each (entity, relation) group.
+
+        Pruning is per group, as the paper states it: a relation with more than `prune_threshold` candidates
+        keeps its most similar ones, and never crowds out a small group of another relation.
+        """
+        th = run.thresholds
+        candidates: list[Candidate] = []
+        for entity in frontier[: th.frontier_limit]:
+            arrived_by = (chains.get(entity.id) or [None])[-1]
+            relations = self._candidate_relations(run, entity, observation, step, arrived_by)
+            if not relations:
+                continue
+            for relation in self._choose_relations(run, question, objective, entity, relations, query):
+                group = self._follow(run, entity, relation, observation)
+                candidates.extend(self._prune(group, query, th.prune_threshold))
+        return candidates
+
+    def _follow(
+        self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation
+    ) -> list[Candidate]:
+        """The entities one (entity, relation, direction) reaches; a failed query is a note, not a crash."""
+        observation.paths.append((entity.id, relation.id, relation.direction.value))
+        run.memory.knowledge.mark_explored(entity.id, relation)
+        try:
+            found = run.tools.neighbors(entity.id, relation.id, relation.direction, run.thresholds.neighbor_limit)
+        except KGUnavailableError:
+            raise
+        except KGError as exc:
+            observation.notes.append(f"Query failed for {entity.label} -{relation.id}: {exc}")
+            return []
+        out = relation.direction is Direction.OUT
+        return [Candidate(other, Triple(entity, relation.id, other) if out else Triple(other, relation.id, entity),
+                          entity) for other in found]
+
+    def _record(
+        self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
+        chains: dict[str, list[Triple]],
+    ) -> None:
+        """The observation's facts (selected first), the new frontier and its chains, into knowledge memory."""
         ordered = selected + [c for c in candidates if c not in selected]
-        for candidate in ordered[: th.evidence_limit]:
+        for candidate in ordered[: run.thresholds.evidence_limit]:
             observation.triples.append(candidate.triple)
             for relation, inner in candidate.entity.facts:
                 observation.triples.append(Triple(candidate.entity, relation, inner))
@@ -129,10 +157,12 @@ class Executor(dspy.Module):
             if candidate.entity.id not in {e.id for e in observation.frontier}:
                 observation.frontier.append(candidate.entity)
                 observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + [candidate.triple]
-        knowledge.add_triples(observation.triples)
-        return observation
+        run.memory.knowledge.add_triples(observation.triples)
 
-    def _candidate_relations(self, run: QuestionRun, entity: Entity, observation: Observation) -> list[Relation]:
+    def _candidate_relations(
+        self, run: QuestionRun, entity: Entity, observation: Observation, step: int, arrived_by: Triple | None = None
+    ) -> list[Relation]:
+        """The entity's relations minus this step's failed paths and the way back along the fact that reached it."""
         relations: list[Relation] = []
         for direction in (Direction.OUT, Direction.IN):
             try:
@@ -142,7 +172,9 @@ class Executor(dspy.Module):
             except KGError as exc:
                 observation.notes.append(f"Relations of {entity.label} could not be read: {exc}")
         knowledge = run.memory.knowledge
-        kept = [r for r in relations if not knowledge.is_failed(entity.id, r)]
+        back = _way_back(entity, arrived_by)
+        relations = [r for r in relations if (r.id, r.direction) != back]
+        kept = [r for r in relations if not knowledge.is_failed(step, entity.id, r)]
         if len(kept) < len(relations):
             run.note("path_correction.excluded", entity=entity.id, excluded=len(relations) - len(kept))
         return kept
@@ -154,11 +186,13 @@ class Executor(dspy.Module):
         names = [relation_key(r) for r in relations]
         order = rank(self.ranker, query, names)[: th.relation_candidates]
         shown = [relations[i] for i in order]
+        if len(shown) < len(relations):
+            run.note("select_relations.ranked", entity=entity.id, shown=len(shown), of=len(relations))
         if len(shown) == 1:
             return shown
         shown_names = [relation_key(r) for r in shown]
         prediction = run.call(
-            "select_relations", "executor", self.select_relations,
+            Stage.SELECT_RELATIONS, Role.EXECUTOR, self.select_relations,
             question=question, step=objective, entity=entity.describe(), candidates=shown_names,
         )
         matched = match_choices(getattr(prediction, "relations", None), shown_names)
@@ -174,23 +208,38 @@ class Executor(dspy.Module):
         return [candidates[i] for i in kept]
 
     def _choose_entities(
-        self, run: QuestionRun, question: str, objective: str, candidates: list[Candidate], query: str
+        self, run: QuestionRun, question: str, objective: str, candidates: list[Candidate], query: str,
+        observation: Observation,
     ) -> list[Candidate]:
         th = run.thresholds
         if len(candidates) <= th.entities_per_step:
+            observation.rationale = f"all {len(candidates)} entities reached are kept (at most {th.entities_per_step})"
             return list(candidates)
         lines = [c.line() for c in candidates]
         prediction = run.call(
-            "select_entities", "executor", self.select_entities,
+            Stage.SELECT_ENTITIES, Role.EXECUTOR, self.select_entities,
             question=question, step=objective, candidates=lines,
         )
         matched = match_choices(
             getattr(prediction, "entities", None), lines, aliases=[c.entity.describe() for c in candidates]
         )
         chosen = [candidates[i] for i in matched.indices][: th.entities_per_step]
+        observation.rationale = str(getattr(prediction, "rationale", "") or "")
         if matched.invalid or not chosen:
             run.note("select_entities.fallback", invalid=matched.invalid)
         if not chosen:
             order = rank(self.ranker, query, lines)
             chosen = [candidates[i] for i in order[: th.entities_per_step]]
+            observation.rationale = "fallback: the candidates most similar to the question and step"
         return chosen
+
+
+def _way_back(entity: Entity, arrived_by: Triple | None) -> tuple[str, Direction] | None:
+    """The (relation, direction) that leads from `entity` back where it came from (PoG drops it)."""
+    if arrived_by is None:
+        return None
+    if arrived_by.tail.id == entity.id:
+        return arrived_by.relation, Direction.IN
+    if arrived_by.head.id == entity.id:
+        return arrived_by.relation, Direction.OUT
+    return None

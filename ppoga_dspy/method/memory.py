@@ -26,10 +26,13 @@ class PlanStepState:
     expected_outcome: str = ""
     status: str = "not started"  # not started | in progress | completed | failed
     attempts: int = 0
+    outcome: str = ""  # what the step found (completed) or why it failed
+    missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
 
     def text(self) -> str:
         expected = f" (expect: {self.expected_outcome})" if self.expected_outcome else ""
-        return f"{self.objective}{expected} [{self.status}]"
+        outcome = f" -> {self.outcome}" if self.outcome else ""
+        return f"{self.objective}{expected} [{self.status}]{outcome}"
 
 
 @dataclass
@@ -58,6 +61,7 @@ class StepCycle:
     missing: str = ""
     decision: str = ""
     reason: str = ""
+    rationale: str = ""  # the Executor's reason for the entities it selected
     triples: list[Triple] = field(default_factory=list)
     frontier: list[Entity] = field(default_factory=list)
     paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
@@ -73,6 +77,7 @@ class StepCycle:
             "missing": self.missing,
             "decision": self.decision,
             "reason": self.reason,
+            "rationale": self.rationale,
             "triples": [t.to_dict() for t in self.triples],
             "frontier": [e.to_dict() for e in self.frontier],
             "paths": [list(p) for p in self.paths],
@@ -87,7 +92,14 @@ class KnowledgeMemory:
     relations: dict[str, set[str]] = field(default_factory=dict)  # entity id -> explored relation keys
     triples: list[Triple] = field(default_factory=list)
     reasoning_chains: list[list[Triple]] = field(default_factory=list)
-    failed_paths: set[tuple[str, str, str]] = field(default_factory=set)
+    # path correction: failures of the current plan, keyed by the step they failed in
+    failed_by_step: dict[int, set[tuple[str, str, str]]] = field(default_factory=dict)
+    lessons: list[str] = field(default_factory=list)  # "tried, and why it failed", kept across plans
+
+    @property
+    def failed_paths(self) -> set[tuple[str, str, str]]:
+        """Every failed (entity, relation, direction) of the current plan."""
+        return set().union(*self.failed_by_step.values()) if self.failed_by_step else set()
 
     def add_entities(self, entities: list[Entity]) -> None:
         for entity in entities:
@@ -107,26 +119,62 @@ class KnowledgeMemory:
     def mark_explored(self, entity_id: str, relation: Relation) -> None:
         self.relations.setdefault(entity_id, set()).add(relation_key(relation))
 
-    def record_failure(self, paths: list[tuple[str, str, str]]) -> None:
-        self.failed_paths.update(paths)
+    def record_failure(self, step: int, paths: list[tuple[str, str, str]], reason: str = "") -> None:
+        """Paths that failed in plan step `step`: a retry of that step avoids them."""
+        self.failed_by_step.setdefault(step, set()).update(paths)
+        why = f": {reason}" if reason else ""
+        self.lessons.extend(f"{self.path_text(p)} was tried and failed{why}" for p in paths)
 
-    def is_failed(self, entity_id: str, relation: Relation) -> bool:
-        return (entity_id, relation.id, relation.direction.value) in self.failed_paths
+    def is_failed(self, step: int, entity_id: str, relation: Relation) -> bool:
+        return (entity_id, relation.id, relation.direction.value) in self.failed_by_step.get(step, set())
 
-    def evidence(self, limit: int) -> list[str]:
-        """The last `limit` facts found, in the order they were found: what the Answer stage reads."""
-        lines: list[str] = []
-        for triple in self.triples[-limit:]:
-            lines.append(triple.text())
-        return lines
+    def avoid_text(self, step: int) -> str:
+        """What a retry of `step` is told to avoid, or "" on a first try."""
+        failed = sorted(self.failed_by_step.get(step, set()))
+        return "; ".join(self.path_text(p) for p in failed)
 
-    def summary(self, limit: int = 15) -> str:
-        lines = self.evidence(limit)
-        failed = sorted(self.failed_paths)
+    def new_plan(self) -> None:
+        """Plan correction: a new plan starts with a clean exclusion set; the lessons stay for Replan to read."""
+        self.failed_by_step.clear()
+
+    def path_text(self, path: tuple[str, str, str]) -> str:
+        entity, relation, direction = path
+        return f"{self._name(entity)} -{relation}" + (" (reverse)" if direction == "in" else "")
+
+    def evidence(self, budget_tokens: int, current: list[Triple] | None = None) -> list[str]:
+        """The facts the Planner reads, most useful first, within a token budget.
+
+        Reasoning chains come first (topic -> ... -> frontier, mediator facts read through), then the
+        current step's selected facts, then the other observed facts, newest first, as room allows. A
+        wide exploration's unselected candidates therefore never push a chain out.
+        """
+        lines: dict[str, None] = {}
+        used = 0
+        for triple in self._ranked_facts(current or []):
+            text = triple.text()
+            if text in lines:
+                continue
+            cost = estimate_tokens(text)
+            if used + cost > budget_tokens:
+                break
+            lines[text] = None
+            used += cost
+        return list(lines)
+
+    def _ranked_facts(self, current: list[Triple]):
+        for chain in self.reasoning_chains:
+            for triple in chain:
+                yield from with_mediator_facts(triple)
+        for triple in current:
+            yield from with_mediator_facts(triple)
+        yield from reversed(self.triples)
+
+    def summary(self, budget_tokens: int) -> str:
+        """Evidence and failed paths as one text: what Predict and Replan read."""
+        lines = self.evidence(budget_tokens)
         text = "\n".join(lines) if lines else "(nothing found yet)"
-        if failed:
-            names = ", ".join(f"{self._name(e)} -{r}({d})" for e, r, d in failed[:10])
-            text += f"\nFailed paths: {names}"
+        if self.lessons:
+            text += "\nTried and failed:\n" + "\n".join(self.lessons[-10:])
         return text
 
     def _name(self, entity_id: str) -> str:
@@ -140,7 +188,22 @@ class KnowledgeMemory:
             "triples": [t.to_dict() for t in self.triples],
             "reasoning_chains": [[t.to_dict() for t in chain] for chain in self.reasoning_chains],
             "failed_paths": [list(p) for p in sorted(self.failed_paths)],
+            "failed_by_step": {str(k): [list(p) for p in sorted(v)] for k, v in sorted(self.failed_by_step.items())},
+            "lessons": list(self.lessons),
         }
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of a text for budgeting (about 4 characters per token, as tokenizers of English average)."""
+    return max(1, len(text) // 4)
+
+
+def with_mediator_facts(triple: Triple) -> list[Triple]:
+    """A triple and, for a mediator (CVT) node at either end, the node's own facts, read through."""
+    out = [triple]
+    for node in (triple.head, triple.tail):
+        out.extend(Triple(node, relation, inner) for relation, inner in node.facts)
+    return out
 
 
 def relation_key(relation: Relation) -> str:

@@ -8,14 +8,15 @@ itself lives in `program.py`.
 
 from __future__ import annotations
 
+import re
+
 import dspy
 
 from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.memory import PlanStepState
 from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.vocabulary import Decision, Role, Stage
 from ppoga_dspy.signatures import Answer, Decompose, Evaluate, PredictOutcome, Replan, Think
-
-DECISIONS = ("proceed", "correct_path", "replan", "finish")
 
 
 def _steps(raw: object, limit: int) -> list[PlanStepState]:
@@ -28,6 +29,24 @@ def _steps(raw: object, limit: int) -> list[PlanStepState]:
         if objective and str(objective).strip():
             steps.append(PlanStepState(objective=str(objective).strip(), expected_outcome=str(expected or "").strip()))
     return steps[:limit]
+
+
+_LITERAL = re.compile(
+    r"^(?:yes|no|true|false|none|-?\d[\d,]*(?:\.\d+)?(?:\s*%|\s+\w+)?|\d{1,4}(?:[-/.]\d{1,2}){1,2}|"
+    r"\d{1,2}\s+\w+\s+\d{3,4}|\w+\s+\d{1,2},?\s+\d{3,4})$",
+    re.IGNORECASE,
+)
+
+
+def is_literal(answer: str) -> bool:
+    """A value rather than a name: a count, a number with a unit, a date, yes/no ("3", "1998-07-12", "yes")."""
+    return bool(_LITERAL.match(answer.strip()))
+
+
+def memory_text(run: QuestionRun) -> str:
+    """The plan with each step's status and outcome, then the chains and failures: what Think reads."""
+    strategic, knowledge = run.memory.strategic, run.memory.knowledge
+    return f"Plan:\n{strategic.plan_text()}\nKnown:\n{knowledge.summary(run.thresholds.evidence_tokens)}"
 
 
 class Planner(dspy.Module):
@@ -44,7 +63,7 @@ class Planner(dspy.Module):
         raise NotImplementedError("Planner is driven by PPoGA")
 
     def make_plan(self, run: QuestionRun, question: str, topics: list[str]) -> list[PlanStepState]:
-        prediction = run.call("decompose", "planner", self.decompose, question=question, topic_entities=topics)
+        prediction = run.call(Stage.DECOMPOSE, Role.PLANNER, self.decompose, question=question, topic_entities=topics)
         steps = _steps(getattr(prediction, "steps", None), run.thresholds.max_depth)
         if not steps:
             run.note("decompose.fallback", reason="no usable plan; using a single step")
@@ -54,9 +73,9 @@ class Planner(dspy.Module):
     def make_new_plan(
         self, run: QuestionRun, question: str, topics: list[str], failed_plan: str
     ) -> list[PlanStepState]:
-        knowledge = run.memory.knowledge.summary()
+        knowledge = run.memory.knowledge.summary(run.thresholds.evidence_tokens)
         prediction = run.call(
-            "replan", "planner", self.replan,
+            Stage.REPLAN, Role.PLANNER, self.replan,
             question=question, topic_entities=topics, failed_plan=failed_plan, knowledge=knowledge,
         )
         steps = _steps(getattr(prediction, "new_steps", None), run.thresholds.max_depth)
@@ -67,35 +86,38 @@ class Planner(dspy.Module):
 
     def predict(self, run: QuestionRun, question: str, objective: str) -> str:
         prediction = run.call(
-            "predict", "planner", self.predict_outcome,
-            question=question, step=objective, knowledge=run.memory.knowledge.summary(),
+            Stage.PREDICT, Role.PLANNER, self.predict_outcome,
+            question=question, step=objective,
+            knowledge=run.memory.knowledge.summary(run.thresholds.evidence_tokens),
         )
         return str(getattr(prediction, "prediction", "") or "")
 
-    def reflect(self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str):
+    def think_over(self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str):
         result = run.call(
-            "think", "planner", self.think,
+            Stage.THINK, Role.PLANNER, self.think,
             question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
+            memory=memory_text(run),
         )
-        return str(getattr(result, "reflection", "") or ""), str(getattr(result, "missing", "") or "")
+        return str(getattr(result, "thought", "") or ""), str(getattr(result, "missing", "") or "")
 
     def decide(
-        self, run: QuestionRun, question: str, plan: str, objective: str, observation: str, reflection: str,
+        self, run: QuestionRun, question: str, plan: str, objective: str, observation: str, thought: str,
         found_something: bool,
-    ) -> tuple[str, str]:
+    ) -> tuple[Decision, str]:
         result = run.call(
-            "evaluate", "planner", self.evaluate,
-            question=question, plan=plan, step=objective, observation=observation, reflection=reflection,
+            Stage.EVALUATE, Role.PLANNER, self.evaluate,
+            question=question, plan=plan, step=objective, observation=observation, thought=thought,
+            memory=run.memory.knowledge.summary(run.thresholds.evidence_tokens),
         )
-        decision = str(getattr(result, "decision", "") or "").strip().lower()
-        if decision not in DECISIONS:
-            decision = "proceed" if found_something else "correct_path"
+        word = str(getattr(result, "decision", "") or "").strip().lower()
+        if word not in set(Decision):
+            decision = Decision.PROCEED if found_something else Decision.CORRECT_PATH
             run.note("evaluate.fallback", decision=decision)
             return decision, "fallback: the model's decision was unusable"
-        return decision, str(getattr(result, "reason", "") or "")
+        return Decision(word), str(getattr(result, "reason", "") or "")
 
     def write_answer(self, run: QuestionRun, question: str, evidence: list[str]) -> tuple[list[str], str] | None:
-        result = run.call("answer", "planner", self.answer, question=question, evidence=evidence)
+        result = run.call(Stage.ANSWER, Role.PLANNER, self.answer, question=question, evidence=evidence)
         if result is None:
             return None
         answers = getattr(result, "answers", None)
@@ -104,10 +126,12 @@ class Planner(dspy.Module):
         answers = [str(a).strip() for a in (answers or []) if str(a).strip()]
         if run.thresholds.ground_answers or getattr(result, "_salvaged", False):
             # PPoGA answers from the evidence: an answer counts where it names an entity found on the graph
-            # (always for a salvaged reply); with none left the program falls back to the last step's entities
+            # (always for a salvaged reply) or is a value no graph entity names (a count, a date, yes/no:
+            # kept, and marked ungrounded by the program); with none left the program falls back to the last
+            # step's entities
             topics = {t.id for t in run.memory.strategic.topic_entities}
             known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
-            answers = [a for a in answers if any(same_name(a, k) for k in known)]
+            answers = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
             if not answers:
                 return None
         return answers, str(getattr(result, "reasoning", "") or "")

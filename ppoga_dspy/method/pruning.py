@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from typing import Protocol
 
 from ppoga_dspy.errors import PPoGAError
@@ -42,8 +41,9 @@ class EmbeddingRanker:
     _model_lock = threading.Lock()
 
     def __init__(self, cache_size: int = 50_000) -> None:
-        self._cache: OrderedDict[str, object] = OrderedDict()
-        self._cache_size = cache_size
+        from cachetools import LRUCache
+
+        self._cache: LRUCache = LRUCache(maxsize=cache_size)
         self._lock = threading.Lock()
 
     @classmethod
@@ -64,24 +64,19 @@ class EmbeddingRanker:
             return cls._model
 
     def _embed(self, texts: list[str]):
+        """Vectors of `texts` (normalised), the unseen ones encoded in one batch and cached."""
         import numpy as np
 
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        with self._lock:
+            known = {t: self._cache[t] for t in dict.fromkeys(texts) if t in self._cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
             vectors = self.model().encode(missing, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+            fresh = dict(zip(missing, vectors, strict=True))
             with self._lock:
-                for text, vector in zip(missing, vectors, strict=True):
-                    self._cache[text] = vector
-                    if len(self._cache) > self._cache_size:
-                        self._cache.popitem(last=False)
-        with self._lock:
-            found = []
-            for text in texts:
-                vector = self._cache.get(text)
-                if vector is None:  # evicted by a parallel caller between the two locks
-                    vector = self.model().encode([text], normalize_embeddings=True, show_progress_bar=False)[0]
-                found.append(vector)
-        return np.vstack(found)
+                self._cache.update(fresh)
+            known.update(fresh)
+        return np.vstack([known[t] for t in texts])
 
     def scores(self, query: str, texts: list[str]) -> list[float]:
         if not texts:

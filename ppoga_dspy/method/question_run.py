@@ -20,6 +20,7 @@ from ppoga_dspy.errors import LMError
 from ppoga_dspy.method.costs import Costs
 from ppoga_dspy.method.memory import Memory, TraceEvent
 from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.method.vocabulary import Role, Stage
 
 
 class LMCallError(LMError):
@@ -66,45 +67,67 @@ class QuestionRun:
     role_lms: dict[str, Any] = field(default_factory=dict)
     costs: Costs = field(default_factory=Costs)
 
-    def call(self, stage: str, role: str, predictor: Any, **inputs: Any) -> Any | None:
+    def call(self, stage: Stage, role: Role, predictor: Any, **inputs: Any) -> Any | None:
         """Run one predictor; the prediction, or None when the model's reply could not be used."""
         import dspy
-        from dspy.utils.exceptions import AdapterParseError
 
         from ppoga_dspy.lm.guard import reply_scope  # caches a reply only once it parsed; notes cut replies
 
         event = TraceEvent(stage=stage, inputs=jsonable(inputs))
+        started = time.perf_counter()
+        prediction = None
+        with self._bound(role), dspy.track_usage() as tracker, reply_scope() as replies:
+            try:
+                prediction = self._validated(event, stage, role, predictor, inputs)
+                if event.error is None:
+                    replies.commit()  # only a reply that parsed is cached (see lm/guard.py)
+            finally:
+                self._meter(event, stage, role, tracker, started, prediction, replies.truncations)
+        return prediction
+
+    def _bound(self, role: Role):
+        """The context that binds the role's LM (and the adapter it needs); nothing when the role has none."""
+        import dspy
+
         lm = self.role_lms.get(role)
         bound = {"lm": lm} if lm is not None else {}
         adapter = adapter_for(lm)
         if adapter is not None:
             bound["adapter"] = adapter
-        started = time.perf_counter()
-        prediction = None
-        with dspy.context(**bound) if bound else nullcontext(), dspy.track_usage() as tracker, reply_scope() as replies:
-            try:
-                prediction = predictor(**inputs)
-                replies.commit()
-            except AdapterParseError as exc:
-                event.error = f"{type(exc).__name__}: {_first_line(exc)}"
-                prediction = _salvaged(exc, predictor)
-            except ValueError as exc:
-                event.error = f"{type(exc).__name__}: {_first_line(exc)}"
-            except Exception as exc:  # the LM itself failed: not a bad reply, the question cannot go on
-                event.error = f"{type(exc).__name__}: {_first_line(exc)}"
-                raise LMCallError(f"the {role} LM failed during {stage}: {_first_line(exc)}") from exc
-            finally:
-                entries = [entry for entries in tracker.usage_data.values() for entry in entries]
-                self.costs.add_lm(stage, role, entries)
-                event.seconds = round(time.perf_counter() - started, 4)
-                if prediction is not None:
-                    event.outputs = jsonable(dict(prediction.items()))
-                    if getattr(prediction, "_salvaged", False):
-                        event.outputs["_salvaged"] = True
-                if replies.truncations:  # replies cut to the reply cap before parsing (see lm/guard.py)
-                    event.outputs["_reply_truncated"] = replies.truncations
-                self.memory.record(event)
-        return prediction
+        return dspy.context(**bound) if bound else nullcontext()
+
+    @staticmethod
+    def _validated(event: TraceEvent, stage: Stage, role: Role, predictor: Any, inputs: dict[str, Any]) -> Any | None:
+        """Reply validation and fallback: a parse failure is salvaged or None; an LM failure raises."""
+        from dspy.utils.exceptions import AdapterParseError
+
+        try:
+            return predictor(**inputs)
+        except AdapterParseError as exc:
+            event.error = f"{type(exc).__name__}: {_first_line(exc)}"
+            return _salvaged(exc, predictor)
+        except ValueError as exc:
+            event.error = f"{type(exc).__name__}: {_first_line(exc)}"
+            return None
+        except Exception as exc:  # the LM itself failed: not a bad reply, the question cannot go on
+            event.error = f"{type(exc).__name__}: {_first_line(exc)}"
+            raise LMCallError(f"the {role} LM failed during {stage}: {_first_line(exc)}") from exc
+
+    def _meter(
+        self, event: TraceEvent, stage: Stage, role: Role, tracker: Any, started: float, prediction: Any,
+        truncations: Any = None,
+    ) -> None:
+        """Count the call's requests and tokens, and record it in the trace (with replies cut to the cap)."""
+        entries = [entry for entries in tracker.usage_data.values() for entry in entries]
+        self.costs.add_lm(stage, role, entries)
+        event.seconds = round(time.perf_counter() - started, 4)
+        if prediction is not None:
+            event.outputs = jsonable(dict(prediction.items()))
+            if getattr(prediction, "_salvaged", False):
+                event.outputs["_salvaged"] = True
+        if truncations:  # replies cut to the reply cap before parsing (see lm/guard.py)
+            event.outputs = {**(event.outputs or {}), "_reply_truncated": truncations}
+        self.memory.record(event)
 
     def note(self, stage: str, **outputs: Any) -> None:
         """Record a decision or correction that is not an LM call."""

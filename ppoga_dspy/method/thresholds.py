@@ -24,13 +24,24 @@ class Thresholds(BaseModel):
     max_path_corrections: int = Field(2, ge=0, le=10, description="retries of one step avoiding failed paths")
     max_replans: int = Field(2, ge=0, le=10, description="plan corrections per question")
     max_depth: int = Field(4, ge=1, le=10, description="steps one plan may hold (hops from the topic entity)")
-    prune_threshold: int = Field(70, ge=1, le=10_000, description="candidates kept by embedding pruning (paper: 70)")
+    prune_threshold: int = Field(
+        70, ge=1, le=10_000, description="candidates kept per (entity, relation) group by embedding pruning (paper: 70)"
+    )
     relations_per_step: int = Field(3, ge=1, le=20, description="relations the Executor may follow per step")
     entities_per_step: int = Field(3, ge=1, le=50, description="entities kept as the next frontier per step")
-    relation_candidates: int = Field(25, ge=1, le=500, description="relations shown to the model, best-ranked first")
+    relation_candidates: int = Field(
+        25, ge=1, le=500,
+        description="relations per frontier entity shown to the model (relations_per_entity), ranked by similarity "
+        "to question + step; the rest are noted in the trace",
+    )
     neighbor_limit: int = Field(500, ge=1, le=100_000, description="neighbours fetched per (entity, relation)")
     frontier_limit: int = Field(3, ge=1, le=50, description="frontier entities whose relations are explored per step")
-    evidence_limit: int = Field(40, ge=1, le=1000, description="triples shown to the Answer stage")
+    evidence_limit: int = Field(40, ge=1, le=1000, description="facts one step's observation keeps, selected first")
+    evidence_tokens: int = Field(
+        800, ge=50, le=100_000,
+        description="token budget of the evidence the Planner reads: reasoning chains first, then the step's "
+        "selected facts, then other observed facts (PoG keeps its memory to the same order)",
+    )
     use_prediction: bool = Field(True, description="ablation: predict each step's outcome before acting")
     use_path_correction: bool = Field(True, description="ablation: retry a failed step avoiding failed paths")
     use_plan_correction: bool = Field(True, description="ablation: replan after repeated failures")

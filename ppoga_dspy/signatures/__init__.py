@@ -3,7 +3,6 @@
 from ppoga_dspy.signatures.executor import SelectEntities, SelectRelations
 from ppoga_dspy.signatures.planner import (
     Answer,
-    Decision,
     Decompose,
     Evaluate,
     PlanStep,
@@ -11,10 +10,14 @@ from ppoga_dspy.signatures.planner import (
     Replan,
     Think,
 )
+from ppoga_dspy.signatures.vocabulary import Decision, DecisionName, Role, Stage
 
 __all__ = [
     "Answer",
     "Decision",
+    "DecisionName",
+    "Role",
+    "Stage",
     "Decompose",
     "Evaluate",
     "PlanStep",

@@ -7,10 +7,10 @@ distinct set of output field names, which lets scripted test engines tell them a
 
 from __future__ import annotations
 
-from typing import Literal
-
 import dspy
 from pydantic import BaseModel, Field
+
+from ppoga_dspy.signatures.vocabulary import DecisionName
 
 
 class PlanStep(BaseModel):
@@ -19,8 +19,6 @@ class PlanStep(BaseModel):
     objective: str = Field(description="what this step must find, e.g. 'find the director of the film'")
     expected_outcome: str = Field(default="", description="the kind of entity expected, e.g. 'a person'")
 
-
-Decision = Literal["proceed", "correct_path", "replan", "finish"]
 
 
 class Decompose(dspy.Signature):
@@ -60,8 +58,11 @@ class Think(dspy.Signature):
     step: str = dspy.InputField(desc="the objective of the current step")
     prediction: str = dspy.InputField(desc="what was expected before acting")
     observation: str = dspy.InputField(desc="the facts the graph returned for this step")
-    reflection: str = dspy.OutputField(desc="does the observation meet the objective, and how it differs")
+    # `thought` was `reflection` before artifact schema 2 (fields load by position; old demos carry `reflection`)
+    thought: str = dspy.OutputField(desc="does the observation meet the objective, and how it differs")
     missing: str = dspy.OutputField(desc="what is still missing to answer the question, or 'nothing'")
+    # inputs added after the outputs keep the positions older artifacts load by
+    memory: str = dspy.InputField(desc="the plan with each step's status and outcome, the chains found, what failed")
 
 
 class Evaluate(dspy.Signature):
@@ -77,9 +78,11 @@ class Evaluate(dspy.Signature):
     plan: str = dspy.InputField(desc="the plan, with the status of each step")
     step: str = dspy.InputField(desc="the objective of the current step")
     observation: str = dspy.InputField(desc="the facts the graph returned for this step")
-    reflection: str = dspy.InputField(desc="the reflection on this step")
-    decision: Decision = dspy.OutputField()
+    thought: str = dspy.InputField(desc="the thought on this step")
+    decision: DecisionName = dspy.OutputField()
     reason: str = dspy.OutputField(desc="one sentence justifying the decision")
+    # an input added after the outputs keeps the positions older artifacts load by
+    memory: str = dspy.InputField(desc="the reasoning chains found so far and the paths that failed")
 
 
 class Replan(dspy.Signature):

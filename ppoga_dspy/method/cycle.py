@@ -1,0 +1,213 @@
+"""The step cycle as explicit states and rules: Predict -> Act -> Observe -> Think -> Evaluate -> apply.
+
+A question is a loop over plan steps. Each pass is one *cycle* (bounded by `max_steps`): the Planner
+predicts the step's outcome, the Executor acts on the graph, the Planner thinks about the observation
+and decides. The decision then passes the *rules* below (caps and ablation switches, in order), and
+the applied decision moves the state: proceed to the next step, retry the step (path correction),
+replace the plan (plan correction), or finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ppoga_dspy.kg.base import Entity, Triple
+from ppoga_dspy.method.executor import Observation
+from ppoga_dspy.method.memory import PlanStepState, StepCycle
+from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.vocabulary import Decision
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What the caps and switches still allow at the end of one step cycle."""
+
+    can_retry: bool  # path correction is on and this step has retries left
+    can_replan: bool  # plan correction is on and replans are left
+    last_step: bool  # the step is the plan's last
+    found_something: bool  # the step reached at least one entity
+
+    def carry_on(self) -> Decision:
+        """What a step does when no correction is left: keep what it found, or stop with what there is."""
+        return Decision.PROCEED if self.found_something else Decision.FINISH
+
+
+Rule = Callable[[Decision, Allowance], Decision | None]
+
+
+def no_retry_left(decision: Decision, allow: Allowance) -> Decision | None:
+    """A path correction without retries left becomes a plan correction, else carries on."""
+    if decision is Decision.CORRECT_PATH and not allow.can_retry:
+        return Decision.REPLAN if allow.can_replan else allow.carry_on()
+    return None
+
+
+def no_replan_left(decision: Decision, allow: Allowance) -> Decision | None:
+    """A plan correction without replans left becomes a path correction, else carries on."""
+    if decision is Decision.REPLAN and not allow.can_replan:
+        return Decision.CORRECT_PATH if allow.can_retry else allow.carry_on()
+    return None
+
+
+def last_step_finishes(decision: Decision, allow: Allowance) -> Decision | None:
+    """Proceeding past the plan's last step means answering."""
+    if decision is Decision.PROCEED and allow.last_step:
+        return Decision.FINISH
+    return None
+
+
+#: Applied in this order, each to the result of the one before.
+RULES: tuple[Rule, ...] = (no_retry_left, no_replan_left, last_step_finishes)
+
+
+def apply_rules(decision: Decision, allow: Allowance) -> Decision:
+    for rule in RULES:
+        decision = rule(decision, allow) or decision
+    return decision
+
+
+@dataclass
+class Walk:
+    """Where the question stands on the graph: the frontier and each frontier entity's chain from a topic."""
+
+    frontier: list[Entity]
+    chains: dict[str, list[Triple]] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, topics: list[Entity]) -> Walk:
+        return cls(frontier=list(topics), chains={t.id: [] for t in topics})
+
+
+@dataclass
+class CycleState:
+    """The loop's position: the step being worked on, the cycles spent, whether the question is done."""
+
+    index: int = 0
+    cycles: int = 0
+    done: bool = False
+
+
+class StepLoop:
+    """Runs the step cycles of one question; `program.PPoGA` builds it with its Planner and Executor."""
+
+    def __init__(self, planner, executor, run: QuestionRun, question: str, topics: list[Entity]) -> None:
+        self.planner, self.executor, self.run = planner, executor, run
+        self.question, self.topics = question, topics
+        self.topic_names = [t.label for t in topics]
+        self.walk = Walk.start(topics)
+        self.state = CycleState()
+
+    @property
+    def plan(self) -> list[PlanStepState]:
+        return self.run.memory.strategic.plan
+
+    def go(self) -> Walk:
+        """Cycle until the plan is done, the Planner finishes, or `max_steps` is spent."""
+        limit = self.run.thresholds.max_steps
+        while not self.state.done and self.state.index < len(self.plan) and self.state.cycles < limit:
+            self.state.cycles += 1
+            cycle, observation = self.one_cycle(self.plan[self.state.index])
+            self.apply(cycle, observation)
+        if self.state.cycles >= limit and not self.state.done and self.state.index < len(self.plan):
+            self.run.note("max_steps", cycles=self.state.cycles)
+        return self.walk
+
+    def one_cycle(self, step: PlanStepState) -> tuple[StepCycle, Observation]:
+        """Predict -> Act -> Observe -> Think -> Evaluate for one step; the decision after the rules."""
+        run, th, memory = self.run, self.run.thresholds, self.run.memory
+        step.status = "in progress"
+        cycle = StepCycle(index=self.state.index, objective=step.objective, attempt=step.attempts)
+        memory.current = cycle
+        if th.use_prediction:
+            cycle.prediction = self.planner.predict(run, self.question, step.objective)
+        observation = self.executor.explore(
+            run, question=self.question, objective=self.exploration_objective(step), frontier=self.walk.frontier,
+            chains=self.walk.chains, step=self.state.index,
+        )
+        cycle.observation = observation.text()
+        cycle.triples, cycle.frontier, cycle.paths = observation.triples, observation.frontier, observation.paths
+        cycle.rationale = observation.rationale
+        cycle.thought, cycle.missing = self.planner.think_over(
+            run, self.question, step.objective, cycle.prediction, cycle.observation
+        )
+        decision, cycle.reason = self.planner.decide(
+            run, self.question, memory.strategic.plan_text(), step.objective, cycle.observation, cycle.thought,
+            found_something=not observation.empty,
+        )
+        cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty)
+        memory.history.append(cycle)
+        return cycle, observation
+
+    @staticmethod
+    def exploration_objective(step: PlanStepState) -> str:
+        """The step's objective; on a retry, what Think said was missing shapes where the Executor looks."""
+        if step.attempts and step.missing and step.missing.strip().lower() not in ("nothing", "none", ""):
+            return f"{step.objective}; still missing: {step.missing}"
+        return step.objective
+
+    def enforce(self, decision: Decision, attempts: int, *, found_something: bool) -> Decision:
+        """The model's decision after the caps and ablation switches; every change is noted in the trace."""
+        th, strategic = self.run.thresholds, self.run.memory.strategic
+        allow = Allowance(
+            can_retry=th.use_path_correction and attempts < th.max_path_corrections,
+            can_replan=th.use_plan_correction and strategic.replan_count < th.max_replans,
+            last_step=self.state.index == len(strategic.plan) - 1,
+            found_something=found_something,
+        )
+        applied = apply_rules(decision, allow)
+        if applied != decision:
+            self.run.note("decision_changed", model=decision, applied=applied,
+                          attempts=attempts, replans=strategic.replan_count)
+        return applied
+
+    def apply(self, cycle: StepCycle, observation: Observation) -> None:
+        step = self.plan[self.state.index]
+        decision = Decision(cycle.decision)
+        if decision in (Decision.PROCEED, Decision.FINISH):
+            self.proceed(step, observation, finish=decision is Decision.FINISH)
+        elif decision is Decision.CORRECT_PATH:
+            self.correct_path(step, observation)
+        else:
+            self.correct_plan(step, observation)
+
+    def proceed(self, step: PlanStepState, observation: Observation, *, finish: bool) -> None:
+        step.status = "completed"
+        step.outcome = "found " + ", ".join(e.label for e in observation.frontier) if observation.frontier else ""
+        if observation.frontier:
+            self.walk.frontier = observation.frontier
+            self.walk.chains.update(observation.chains)
+            self.run.memory.knowledge.reasoning_chains.extend(observation.chains.values())
+        if finish:
+            self.state.done = True
+        else:
+            self.state.index += 1
+
+    def correct_path(self, step: PlanStepState, observation: Observation) -> None:
+        """Path correction: the same step again, with the paths it just walked excluded."""
+        step.attempts += 1
+        step.status = "failed"
+        step.outcome = self._why_failed()
+        step.missing = self.run.memory.current.missing if self.run.memory.current else ""
+        self.run.memory.knowledge.record_failure(self.state.index, observation.paths, self._why_failed())
+        self.run.note("path_correction", step=self.state.index, attempt=step.attempts,
+                      avoid=[list(p) for p in observation.paths])
+
+    def _why_failed(self) -> str:
+        cycle = self.run.memory.current
+        return (cycle.reason or cycle.thought) if cycle else ""
+
+    def correct_plan(self, step: PlanStepState, observation: Observation) -> None:
+        """Plan correction: archive the plan, ask for a new one, start again from the topic entities."""
+        strategic = self.run.memory.strategic
+        step.status = "failed"
+        strategic.archived_plans.append(strategic.plan)
+        strategic.replan_count += 1
+        knowledge = self.run.memory.knowledge
+        knowledge.record_failure(self.state.index, observation.paths, self._why_failed())
+        knowledge.new_plan()
+        failed_text = strategic.plan_text()
+        strategic.plan = self.planner.make_new_plan(self.run, self.question, self.topic_names, failed_text)
+        self.run.note("plan_correction", replan=strategic.replan_count, plan=[s.objective for s in strategic.plan])
+        self.walk = Walk.start(self.topics)
+        self.state.index = 0
