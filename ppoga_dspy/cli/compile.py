@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help=f"LM that runs the teacher / proposes prompts; {ORACLE_LM} writes demos from the training "
                           "split's gold paths")
     cmd.add_argument("--max-demos", type=int, default=3, help="demos per predictor (default 3)")
+    cmd.add_argument("--k", type=int, default=3,
+                     help="knn: demos per call, one from each of the K training questions nearest to the question "
+                          "(default 3)")
     cmd.add_argument("--candidates", type=int, default=4, help="candidate programs for random search (default 4)")
     cmd.add_argument("--budget", choices=("light", "medium", "heavy"), default="light", help="MIPROv2/GEPA budget")
     cmd.add_argument("--threads", type=int, default=1)
@@ -66,7 +69,8 @@ def _compile(args: argparse.Namespace) -> int:
               f"{lm_description}", file=sys.stderr)
         result = compile_program(program, trainset=trainset, devset=devset, optimizer=args.optimizer,
                                  teacher_lm=teacher, max_demos=args.max_demos, num_candidates=args.candidates,
-                                 threads=args.threads, seed=args.seed, budget=args.budget)
+                                 threads=args.threads, seed=args.seed, budget=args.budget, k=args.k,
+                                 teacher_name=args.teacher_lm or "")
         artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
                                          optimizer=args.optimizer, scores=result.scores)
         artifact.save(args.out)
