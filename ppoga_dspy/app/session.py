@@ -102,6 +102,10 @@ def role_lms_for(settings: ProgramSettings, *, examples: list | None = None) -> 
     """Role -> LM, and their description; `oracle/gold-path` is the scripted perfect planner (needs examples)."""
     lm_settings = settings.lm
     planner_spec = getattr(lm_settings, "lm", None)
+    if planner_spec == "none":  # the no-model baseline: every stage takes the program's fallback
+        from ppoga_dspy.lm.no_model import NoModel
+
+        return {"planner": NoModel(), "executor": NoModel()}, "none"
     if planner_spec == ORACLE_LM:
         from ppoga_dspy.experiments.scripted import oracle_lm
 

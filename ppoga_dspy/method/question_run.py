@@ -73,6 +73,10 @@ class QuestionRun:
 
         event = TraceEvent(stage=stage, inputs=jsonable(inputs))
         lm = self.role_lms.get(role)
+        if getattr(lm, "no_model", False) is True:  # `--lm none` (lm/no_model.py): no call, the fallbacks act
+            event.error = "no model (--lm none)"
+            self.memory.record(event)
+            return None
         bound = {"lm": lm} if lm is not None else {}
         adapter = adapter_for(lm)
         if adapter is not None:
