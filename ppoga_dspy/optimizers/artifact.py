@@ -126,6 +126,10 @@ class Artifact:
                 ArtifactLMMismatch,
                 stacklevel=2,
             )
+        adapter = self.adapter_path()
+        if adapter is not None and not (adapter / "adapter_config.json").is_file():
+            raise ArtifactError(f"the artifact names the LoRA adapter {adapter}, which is missing: copy the "
+                                f"{self.adapter}/ folder beside the artifact")
         pool = None
         if self.knn:
             from ppoga_dspy.optimizers.knn import DemoPool
