@@ -46,10 +46,10 @@ def unavailable(row: str) -> str | None:
         if not hasattr(embedded, "constrained_choices"):
             return "the embedded engine has no decode-time constraint option on this branch yet"
     if row == "finetune":
-        try:
-            from ppoga_dspy.optimizers import finetune  # noqa: F401
-        except ImportError:
-            return "--optimizer finetune is not built on this branch yet"
+        from ppoga_dspy.lm import embedded
+
+        if not hasattr(embedded, "apply_adapter"):
+            return "the embedded engine does not load LoRA adapters yet (hook: ppoga_dspy/lm/lora.py)"
     return None
 
 
