@@ -116,6 +116,10 @@ def role_lms_for(
     seeded by `settings.seed`) are scripted planners that follow the examples' gold paths (need examples)."""
     lm_settings = settings.lm
     planner_spec = getattr(lm_settings, "lm", None)
+    if planner_spec == "none":  # the no-model baseline: every stage takes the program's fallback
+        from ppoga_dspy.lm.no_model import NoModel
+
+        return {"planner": NoModel(), "executor": NoModel()}, "none"
     if is_scripted_spec(planner_spec):
         from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
 

@@ -36,7 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help=f"LM that runs the teacher / proposes prompts; {ORACLE_LM} (or oracle/noisy:P) writes demos "
                           "from the training split's gold paths")
     cmd.add_argument("--max-demos", type=at_least(0), default=3, help="demos per predictor (default 3)")
-    cmd.add_argument("--candidates", type=at_least(1), default=4, 
+    cmd.add_argument("--k", type=at_least(1), default=3,
+                     help="knn: demos per call, one from each of the K training questions nearest to the question "
+                          "(default 3)")
+    cmd.add_argument("--steps", type=at_least(1), default=200, help="finetune: LoRA training steps (default 200)")
+    cmd.add_argument("--bf16", action="store_true", help="finetune: train in bf16 (where the CPU supports it)")
+    cmd.add_argument("--candidates", type=at_least(1), default=4,
                      help="candidate programs for random search (default 4)")
     cmd.add_argument("--budget", choices=("light", "medium", "heavy"), default="light", help="MIPROv2/GEPA budget")
     cmd.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
@@ -70,9 +75,12 @@ def _compile(args: argparse.Namespace) -> int:
         program, lm_description = opened.program, opened.lm_description
         print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
               f"{lm_description}", file=sys.stderr)
+        if args.optimizer == "finetune":
+            return _finetune(args, program, trainset, teacher, lm_description)
         result = compile_program(program, trainset=trainset, devset=devset, optimizer=args.optimizer,
                                  teacher_lm=teacher, max_demos=args.max_demos, num_candidates=args.candidates,
-                                 threads=args.threads, seed=args.seed, budget=args.budget)
+                                 threads=args.threads, seed=args.seed, budget=args.budget, k=args.k,
+                                 teacher_name=args.teacher_lm or "")
         artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
                                          optimizer=args.optimizer, scores=result.scores)
         artifact.save(args.out)
@@ -87,4 +95,31 @@ def _compile(args: argparse.Namespace) -> int:
                   f"{after.get('lm_calls_mean') or 0:.2f}; "
                   f"changed: {', '.join(result.changed_predictors) or 'nothing'}")
             print(f"wrote {args.out}")
+    return 0
+
+
+def _finetune(args: argparse.Namespace, program, trainset: list, teacher, lm_description: str) -> int:
+    """LoRA on the teacher's traces; the adapter folder goes beside the artifact and is named in it."""
+    from ppoga_dspy.errors import ConfigError
+    from ppoga_dspy.optimizers.artifact import Artifact
+    from ppoga_dspy.optimizers.finetune import finetune
+
+    if not lm_description.startswith("local/"):
+        raise ConfigError(f"--optimizer finetune trains a local model's weights; {lm_description} is not one "
+                          "(use --lm local/embedded, or knn for a hosted model)")
+    result = finetune(program, trainset, teacher_lm=teacher, artifact=args.out, threads=args.threads,
+                      model_name=lm_description.removeprefix("local/"), steps=args.steps, bf16=args.bf16,
+                      seed=args.seed)
+    scores = {"finetune": {"pairs": result.pairs, "steps": result.steps, "seconds": round(result.seconds, 1),
+                           "first_loss": round(result.first_loss, 4), "last_loss": round(result.last_loss, 4)}}
+    artifact = Artifact.from_program(program, lm=lm_description, dataset=args.dataset, split=args.split,
+                                     optimizer="finetune", scores=scores)
+    artifact.adapter = result.adapter.name  # relative to the artifact's folder: the pair moves together
+    artifact.save(args.out)
+    if args.json:
+        print_json({"artifact": str(args.out), "adapter": str(result.adapter), **scores})
+    else:
+        print(f"LoRA on {result.pairs} stage pairs, {result.steps} steps in {result.seconds:.0f} s; loss "
+              f"{result.first_loss:.3f} -> {result.last_loss:.3f}")
+        print(f"wrote {args.out} and {result.adapter}/")
     return 0

@@ -91,6 +91,8 @@ class LMSettings(BaseSettings):
     def _check_spec(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
+        if value.strip() == "none":  # the no-model baseline (lm/no_model.py), built by app.session.role_lms_for
+            return "none"
         parse_spec(value)  # raises LMConfigError with the accepted forms
         return value.strip()
 

@@ -74,6 +74,10 @@ class QuestionRun:
         from ppoga_dspy.lm.guard import reply_scope  # caches a reply only once it parsed; notes cut replies
 
         event = TraceEvent(stage=stage, inputs=jsonable(inputs))
+        if getattr(self.role_lms.get(role), "no_model", False) is True:  # `--lm none` (lm/no_model.py)
+            event.error = "no model (--lm none)"  # no call: the program's fallbacks act
+            self.memory.record(event)
+            return None
         started = time.perf_counter()
         prediction = None
         with self._bound(role), dspy.track_usage() as tracker, reply_scope() as replies:

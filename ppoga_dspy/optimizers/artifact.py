@@ -5,6 +5,11 @@ An artifact is JSON (never pickle): each predictor's instructions and demos as D
 split, the scores, library versions and the date. Loading rehearses on a copy of the program first
 and only then applies, so a bad file leaves the program as it was. An artifact made for another LM
 loads with a warning: it is a fine starting point for compiling again.
+
+Schema 2 adds two optional sections: `knn`, the nearest-neighbour demo pool (`optimizers/knn.py`:
+questions, float16 embeddings and stage records, all offline), and `adapter`, a LoRA adapter folder
+written by `--optimizer finetune`, stored relative to the artifact so the pair moves together.
+Schema 1 files (no such sections) load unchanged.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from ppoga_dspy.errors import ArtifactError
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "ppoga-dspy/artifact/1"
+SCHEMA = "ppoga-dspy/artifact/2"
+#: Every schema this version reads; 1 lacks the `knn` and `adapter` sections.
+READABLE_SCHEMAS = ("ppoga-dspy/artifact/1", SCHEMA)
 
 
 class ArtifactLMMismatch(UserWarning):
@@ -62,11 +69,24 @@ class Artifact:
     versions: dict[str, str] = field(default_factory=versions)
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     schema: str = SCHEMA
+    knn: dict[str, Any] | None = None  # DemoPool.to_dict() of a program compiled with --optimizer knn
+    adapter: str | None = None  # LoRA adapter folder, relative to the artifact's own folder
+    path: Path | None = None  # where it was loaded from (resolves `adapter`); not saved
 
     @classmethod
     def from_program(cls, program, *, lm: str, **provenance: Any) -> Artifact:
+        from ppoga_dspy.optimizers.knn import pool_of
+
+        pool = pool_of(program)
         return cls(program_state=_program_state(program), thresholds=program.thresholds.to_dict(), lm=lm,
-                   **provenance)
+                   knn=pool.to_dict() if pool is not None else None, **provenance)
+
+    def adapter_path(self) -> Path | None:
+        """The adapter folder, resolved against the artifact's folder (or the working directory before saving)."""
+        if not self.adapter:
+            return None
+        base = self.path.parent if self.path is not None else Path.cwd()
+        return (base / self.adapter).resolve()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +101,8 @@ class Artifact:
             "thresholds": self.thresholds,
             "versions": self.versions,
             "program": self.program_state,
+            **({"knn": self.knn} if self.knn else {}),
+            **({"adapter": self.adapter} if self.adapter else {}),
         }
 
     def save(self, path: str | Path) -> Path:
@@ -90,6 +112,7 @@ class Artifact:
         temporary = path.with_suffix(path.suffix + ".tmp")
         temporary.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str), encoding="utf-8")
         temporary.replace(path)
+        self.path = path
         return path
 
     def apply(self, program, *, lm_description: str | None = None) -> None:
@@ -103,6 +126,15 @@ class Artifact:
                 ArtifactLMMismatch,
                 stacklevel=2,
             )
+        adapter = self.adapter_path()
+        if adapter is not None and not (adapter / "adapter_config.json").is_file():
+            raise ArtifactError(f"the artifact names the LoRA adapter {adapter}, which is missing: copy the "
+                                f"{self.adapter}/ folder beside the artifact")
+        pool = None
+        if self.knn:
+            from ppoga_dspy.optimizers.knn import DemoPool
+
+            pool = DemoPool.from_dict(self.knn)  # checked before the program is touched
         try:
             thresholds = Thresholds.from_dict(self.thresholds)
             program.load_state(self.program_state)  # DSPy rehearses on a deep copy before touching the program
@@ -111,6 +143,10 @@ class Artifact:
                                 f"it may come from another ppoga-dspy version ({self.versions.get('ppoga-dspy')})"
                                 ) from exc
         program.thresholds = thresholds
+        if pool is not None:
+            from ppoga_dspy.optimizers.knn import install_pool
+
+            install_pool(program, pool)
 
 
 def load_artifact(path: str | Path) -> Artifact:
@@ -121,9 +157,10 @@ def load_artifact(path: str | Path) -> Artifact:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"{path} is not a readable JSON artifact: {exc}") from exc
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         found = data.get("schema") if isinstance(data, dict) else None
-        raise ArtifactError(f"{path} is not a ppoga-dspy artifact (schema {found!r}, expected {SCHEMA!r})")
+        raise ArtifactError(f"{path} is not a ppoga-dspy artifact this version reads (schema {found!r}, expected "
+                            f"one of {', '.join(READABLE_SCHEMAS)}); upgrade ppoga-dspy or compile it again")
     missing = [k for k in ("program", "thresholds") if k not in data]
     if missing:
         raise ArtifactError(f"{path} lacks {', '.join(missing)}")
@@ -138,4 +175,7 @@ def load_artifact(path: str | Path) -> Artifact:
         tuning=data.get("tuning") or {},
         versions=data.get("versions") or {},
         created=data.get("created") or "",
+        knn=data.get("knn") or None,
+        adapter=data.get("adapter") or None,
+        path=path,
     )

@@ -3,7 +3,8 @@
 Every planner and executor predictor is a parameter of the program, so each optimizer tunes all
 eight: bootstrap (demos from successful runs of a teacher), random search over bootstrapped demo
 sets, MIPROv2 (instructions and demos), GEPA (instructions rewritten from textual feedback that
-names the stage that went wrong). The metric is lenient Hits@1.
+names the stage that went wrong), knn (a pool of the teacher's traces; each predictor gets the stages
+of the k training questions nearest to the current one, see `knn.py`). The metric is lenient Hits@1.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ def compile_program(
     seed: int = 0,
     budget: str = "light",
     max_metric_calls: int | None = None,
+    k: int = 3,
+    teacher_name: str = "",
 ) -> CompileResult:
     """Compile `program` (its role LMs are the student's) on trainset; score devset before and after."""
     if optimizer not in OPTIMIZERS:
@@ -104,11 +107,19 @@ def compile_program(
         raise ConfigError("the training split is empty: pass a larger dataset or another --split")
     student_lm = program.role_lms.get("planner") or dspy.settings.lm
     teacher = _with_lm(program, teacher_lm) if teacher_lm is not None else None
+    if optimizer == "finetune":
+        raise ConfigError("--optimizer finetune trains a LoRA adapter: use ppoga_dspy.optimizers.finetune")
     before = score_program(program, devset, threads=threads) if devset else {}
     with dspy.context(lm=student_lm, max_errors=max(10, len(trainset))):
-        compiled = _run_optimizer(program, teacher, optimizer, trainset, devset, teacher_lm or student_lm,
-                                  max_demos=max_demos, num_candidates=num_candidates, threads=threads, seed=seed,
-                                  budget=budget, max_metric_calls=max_metric_calls)
+        if optimizer == "knn":
+            from ppoga_dspy.optimizers.knn import compile_knn
+
+            compiled = compile_knn(program, trainset, teacher_lm=teacher_lm, k=k, threads=threads,
+                                   teacher_name=teacher_name)
+        else:
+            compiled = _run_optimizer(program, teacher, optimizer, trainset, devset, teacher_lm or student_lm,
+                                      max_demos=max_demos, num_candidates=num_candidates, threads=threads, seed=seed,
+                                      budget=budget, max_metric_calls=max_metric_calls)
     compiled.role_lms = dict(program.role_lms)  # optimizers rebuild copies; the roles stay as configured
     compiled.thresholds = program.thresholds
     after = score_program(compiled, devset, threads=threads) if devset else {}
@@ -142,11 +153,16 @@ def _run_optimizer(program, teacher, optimizer, trainset, devset, prompt_lm, *, 
 
 
 def changed_predictors(before: Any, after: Any) -> list[str]:
-    """Names of predictors whose instructions or demos differ between two programs."""
+    """Names of predictors whose instructions or demos differ between two programs (a pool's stages count)."""
+    from ppoga_dspy.optimizers.knn import KNNPredict
+
     old = dict(before.named_predictors())
     changed = []
     for name, predictor in after.named_predictors():
         previous = old.get(name)
+        if isinstance(predictor, KNNPredict) and predictor.pool.records.get(name):
+            changed.append(name)
+            continue
         if previous is None:
             changed.append(name)
             continue

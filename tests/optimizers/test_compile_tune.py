@@ -13,7 +13,7 @@ from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, 
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.question_run import jsonable
 from ppoga_dspy.method.thresholds import Thresholds
-from ppoga_dspy.optimizers.artifact import Artifact, ArtifactError, ArtifactLMMismatch, load_artifact
+from ppoga_dspy.optimizers.artifact import SCHEMA, Artifact, ArtifactError, ArtifactLMMismatch, load_artifact
 from ppoga_dspy.optimizers.compile import compile_program, stage_feedback
 
 
@@ -106,7 +106,7 @@ def test_artifact_round_trip_restores_prompts_demos_and_thresholds(demo_kg, demo
     path = Artifact.from_program(compiled, lm="local/scripted", dataset="demo", split="train",
                                  optimizer="bootstrap", scores={"dev_after": {"hits@1": 1.0}}).save(tmp_path / "a.json")
     data = json.loads(path.read_text())
-    assert data["schema"] == "ppoga-dspy/artifact/1" and data["versions"]["dspy"]
+    assert data["schema"] == SCHEMA and data["versions"]["dspy"]
     fresh = PPoGA(demo_kg)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

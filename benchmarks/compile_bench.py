@@ -1,0 +1,137 @@
+"""What compiling adds to the embedded model: no-model baseline, zero-shot, bootstrap, knn (, constraints, finetune).
+
+Each row is evaluated on the test split of WC-P2 and PQ-2H; every compiled row is compiled on the
+train split only, with the scripted perfect planner (`oracle/gold-path`) as teacher. Each row's
+answers go to a resumable run file (`--out-dir`), so an interrupted bench continues where it stopped
+and `--report` prints the table of whatever has finished. Columns: Hits@1 (PoG-style lenient, and
+strict), F1, LM calls and seconds per question.
+
+    python benchmarks/compile_bench.py [--n 50] [--train 200] [--k 3] [--data ../shared/data]
+    python benchmarks/compile_bench.py --report          # the table from the run files so far
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+DATASETS = {
+    "WC-P2": ("wc2014", "wc2014/WC-P2.txt"),
+    "PQ-2H": ("pathquestion", "pathquestion/PQ-2H.txt"),
+}
+ROWS = ("none", "zero-shot", "bootstrap", "knn", "knn+constraints", "finetune")
+STUDENT = "local/embedded"
+
+
+def data_folder(given: Path | None) -> Path:
+    folder = given or (Path(os.environ["PPOGA_DATA"]) if os.environ.get("PPOGA_DATA") else None)
+    folder = folder or Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not folder.is_dir():
+        sys.exit(f"compile_bench: data folder {folder} not found; pass --data or set PPOGA_DATA")
+    return folder
+
+
+def unavailable(row: str) -> str | None:
+    """Why a row cannot run on this checkout, or None."""
+    if row == "knn+constraints":
+        from ppoga_dspy.lm import embedded
+
+        if not hasattr(embedded, "constrained_choices"):
+            return "the embedded engine has no decode-time constraint option on this branch yet"
+    if row == "finetune":
+        from ppoga_dspy.lm import embedded
+
+        if not hasattr(embedded, "apply_adapter"):
+            return "the embedded engine does not load LoRA adapters yet (hook: ppoga_dspy/lm/lora.py)"
+    return None
+
+
+def build(row: str, opened, train: list, k: int):
+    """The program of one row: the opened (zero-shot) program, compiled on `train` where the row compiles."""
+    from ppoga_dspy.experiments.scripted import oracle_lm
+    from ppoga_dspy.optimizers.compile import compile_program
+
+    if row in ("none", "zero-shot"):
+        return opened.program
+    optimizer = {"bootstrap": "bootstrap", "knn": "knn", "knn+constraints": "knn"}[row]
+    result = compile_program(opened.program, trainset=train, devset=[], optimizer=optimizer,
+                             teacher_lm=oracle_lm(train), max_demos=k, k=k)
+    return result.program
+
+
+def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out: Path, threads: int) -> None:
+    from ppoga_dspy.app import open_program
+    from ppoga_dspy.app.session import ProgramSettings
+    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.experiments.evaluate import run_evaluation
+    from ppoga_dspy.lm.settings import LMSettings
+
+    test = load_dataset(spec, split="test", limit=n)
+    train = load_dataset(spec, split="train", limit=train_n)
+    settings = ProgramSettings(dataset=spec, lm=LMSettings(lm="none" if row == "none" else STUDENT))
+    started = time.perf_counter()
+    with open_program(settings, examples=train + test) as opened:
+        program = build(row, opened, train, k)
+        result = run_evaluation(program, test, out=out, threads=threads, progress=False)
+    print(f"compile_bench: {name} {row}: {len(result.rows)} questions ({result.ran} new) in "
+          f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def table(out_dir: Path, rows: list[str], reasons: dict[str, str]) -> str:
+    from ppoga_dspy.experiments.evaluate import read_run, summarize
+
+    lines = ["| row | dataset | n | Hits@1 | Hits@1 strict | F1 | LM calls/q | s/q |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if row in reasons:
+            lines.append(f"| {row} | - | - | n/a: {reasons[row]} | | | | |")
+            continue
+        for name in DATASETS:
+            path = out_dir / f"{name}.{row}.jsonl"
+            records = read_run(path) if path.exists() else []
+            if not records:
+                lines.append(f"| {row} | {name} | 0 | not run | | | | |")
+                continue
+            s = summarize(records)
+            lines.append(f"| {row} | {name} | {s['n']} | {s['hits@1']:.3f} | {s['hits@1_strict']:.3f} | "
+                         f"{s['f1']:.3f} | {s['lm_calls_mean']:.1f} | {s['seconds_mean']:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--n", type=int, default=50, help="test questions per dataset (the issue asks >= 50)")
+    parser.add_argument("--train", type=int, default=200, help="training questions to compile on")
+    parser.add_argument("--k", type=int, default=3, help="demos per call (knn) / per predictor (bootstrap)")
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out-dir", type=Path, default=Path("runs/compile-bench"))
+    parser.add_argument("--report", action="store_true", help="only print the table of the run files so far")
+    args = parser.parse_args()
+    data = data_folder(args.data)
+    reasons = {row: why for row in args.rows if (why := unavailable(row))}
+    if not args.report:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        for row in args.rows:  # row by row, so the cheap rows finish first and a cut-short bench still says much
+            if row in reasons:
+                continue
+            for name in args.datasets:
+                fmt, rel = DATASETS[name]
+                run_row(row, name, f"{fmt}:{data / rel}", n=args.n, train_n=args.train, k=args.k,
+                        out=args.out_dir / f"{name}.{row}.jsonl", threads=args.threads)
+    print(f"embedded model {STUDENT}, test split, compiled on train (teacher oracle/gold-path, k={args.k})")
+    print(table(args.out_dir, args.rows, reasons))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

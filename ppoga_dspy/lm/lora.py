@@ -1,0 +1,50 @@
+"""LoRA adapters for the embedded model: apply one saved by `ppoga compile --optimizer finetune` to a loaded model.
+
+The adapter is merged into the weights (`merge_and_unload`), so generation costs exactly what the base
+model costs. `peft` is imported only here, and only when an adapter is used.
+
+Hook for the embedded engine (lm/embedded.py, owned elsewhere): after `_load` has built `model`, the
+one line `model = apply_adapter(model, adapter_path)` is all that is needed, with the adapter path in
+the registry key and in the engine's model string (`local/gemma3-270m+ADAPTER_DIGEST`) so DSPy's cache
+never mixes replies of the base and the adapted model; `adapter_digest(path)` gives that suffix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from ppoga_dspy.lm.errors import LMConfigError
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def check_adapter(path: str | Path) -> Path:
+    """The adapter folder, or an LMConfigError saying what is missing."""
+    folder = Path(path)
+    if not (folder / ADAPTER_CONFIG).is_file():
+        raise LMConfigError(f"no LoRA adapter at {folder} (no {ADAPTER_CONFIG}); the artifact's adapter folder must "
+                            "travel with it (`ppoga compile --optimizer finetune --out X.json` writes X.adapter/)")
+    return folder
+
+
+def adapter_digest(path: str | Path) -> str:
+    """A short digest of the adapter's files: names the adapted model in cache keys and logs."""
+    folder = check_adapter(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.iterdir() if p.is_file()):
+        digest.update(file.name.encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def apply_adapter(model: Any, path: str | Path) -> Any:
+    """`model` with the LoRA adapter at `path` merged into its weights (a plain transformers model again)."""
+    folder = check_adapter(path)
+    try:
+        from peft import PeftModel
+    except ImportError as exc:  # pragma: no cover - dependency missing
+        raise LMConfigError("LoRA adapters need `peft`: pip install ppoga-dspy again") from exc
+    adapted = PeftModel.from_pretrained(model, str(folder), is_trainable=False)
+    return adapted.merge_and_unload()

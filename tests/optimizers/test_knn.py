@@ -1,0 +1,188 @@
+"""Nearest-neighbour demos: the pool, per-call selection (thread-safe), artifact round trips, old artifacts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ppoga_dspy.errors import ArtifactError
+from ppoga_dspy.experiments.datasets import load_dataset
+from ppoga_dspy.experiments.evaluate import score_program
+from ppoga_dspy.experiments.scripted import oracle_lm
+from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.optimizers.artifact import SCHEMA, Artifact, load_artifact
+from ppoga_dspy.optimizers.compile import compile_program
+from ppoga_dspy.optimizers.knn import DemoPool, KNNPredict, pool_of
+from tests.conftest import DEMO_KG, REPO, shared_data
+from tests.optimizers.copier import CopierEngine, copier_lm
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_dataset("demo", split="train"), load_dataset("demo", split="dev") + load_dataset("demo", split="test")
+
+
+def _copier_program(kg, engine=None):
+    lm = copier_lm(engine)
+    return PPoGA(kg, role_lms={"planner": lm, "executor": lm})
+
+
+def test_pool_keeps_every_stage_once_per_question(demo_kg, demo):
+    train, _ = demo
+    result = compile_program(_copier_program(demo_kg), trainset=train, devset=[], optimizer="knn",
+                             teacher_lm=oracle_lm(train), k=2)
+    pool = pool_of(result.program)
+    assert pool is not None and pool.k == 2
+    assert len(pool.questions) == len(set(pool.questions)) and set(pool.questions) <= {e.question for e in train}
+    assert {"planner.decompose", "planner.answer", "executor.select_relations"} <= set(pool.records)
+    assert len(pool.records["planner.decompose"]) == len(pool.questions)  # one plan per question
+    # the question text is stored once, in pool.questions, not in each stage record
+    assert all("question" not in fields for stage in pool.records.values() for _, fields in stage)
+    assert all(isinstance(p, KNNPredict) for _, p in result.program.named_predictors())
+    assert "planner.decompose" in result.changed_predictors
+
+
+def test_each_call_gets_the_demos_of_its_own_question_in_parallel(demo_kg, demo):
+    train, held_out = demo
+    engine = CopierEngine()
+    result = compile_program(_copier_program(demo_kg, engine), trainset=train, devset=[], optimizer="knn",
+                             teacher_lm=oracle_lm(train), k=3)
+    pool = pool_of(result.program)
+    engine.requests.clear()
+    score_program(result.program, held_out, threads=4)  # questions share one program in four threads
+    assert len(engine.requests) > len(held_out)
+    predictor_of = {"Decompose": "planner.decompose", "PredictOutcome": "planner.predict_outcome",
+                    "Think": "planner.think", "Evaluate": "planner.evaluate", "Replan": "planner.replan",
+                    "Answer": "planner.answer", "SelectRelations": "executor.select_relations",
+                    "SelectEntities": "executor.select_entities"}
+    for signature, asked, demo_questions in engine.requests:
+        having = {i for i, _ in pool.records.get(predictor_of[signature], [])}  # questions with this stage
+        nearest = [pool.questions[i] for i in pool.nearest(asked) if i in having][:3]
+        assert demo_questions == list(reversed(nearest)), (signature, asked)  # its own neighbours, nearest last
+        assert asked not in demo_questions  # held-out questions are not in the pool
+
+
+def test_a_hop_two_call_gets_the_neighbours_hop_two_stage(demo_kg, demo):
+    train, _ = demo
+    result = compile_program(_copier_program(demo_kg), trainset=train, devset=[], optimizer="knn",
+                             teacher_lm=oracle_lm(train), k=1)
+    pool = pool_of(result.program)
+    two_hop = next(q for q in pool.questions
+                   if sum(pool.questions[i] == q for i, _ in pool.records["executor.select_relations"]) >= 2)
+    index = pool.questions.index(two_hop)
+    hop2 = [f for i, f in pool.records["executor.select_relations"] if i == index][1]
+    call = {"question": two_hop, **{k: hop2[k] for k in ("step", "entity", "candidates")}}
+    [chosen] = pool.demos("executor.select_relations", call)
+    assert chosen.step == hop2["step"] and chosen.relations == hop2["relations"]
+
+
+def test_knn_beats_fixed_demos_for_a_model_that_copies(tmp_path):
+    """On WC-P2 (questions of shared templates) a copier is right when its demo comes from the same template."""
+    from ppoga_dspy.kg import open_kg
+
+    spec = f"wc2014:{shared_data('wc2014', 'WC-P2.txt')}"
+    train = load_dataset(spec, split="train", limit=80)
+    test = load_dataset(spec, split="test", limit=20)
+    kg = open_kg(shared_data("wc2014", "WC2014.txt"))
+    try:
+        program = _copier_program(kg)
+        fixed = compile_program(program, trainset=train, devset=test, optimizer="bootstrap",
+                                teacher_lm=oracle_lm(train), max_demos=2)
+        knn = compile_program(program, trainset=train, devset=test, optimizer="knn", teacher_lm=oracle_lm(train),
+                              k=2)
+    finally:
+        kg.close()
+    zero_shot = knn.dev_before["hits@1"]
+    assert knn.dev_after["hits@1"] >= zero_shot + 0.3
+    assert knn.dev_after["hits@1"] > fixed.dev_after["hits@1"]
+
+
+def test_artifact_round_trip_keeps_the_pool_and_the_score(demo_kg, demo, tmp_path):
+    train, held_out = demo
+    result = compile_program(_copier_program(demo_kg), trainset=train, devset=held_out, optimizer="knn",
+                             teacher_lm=oracle_lm(train), k=2)
+    path = Artifact.from_program(result.program, lm="local/copier", optimizer="knn").save(tmp_path / "knn.json")
+    data = json.loads(path.read_text())
+    assert data["schema"] == SCHEMA and data["knn"]["embeddings"]["dtype"] == "float16"
+    pool = pool_of(result.program)
+    assert len(data["knn"]["embeddings"]["base64"]) == pytest.approx(len(pool.questions) * 384 * 2 * 4 / 3, abs=4)
+    fresh = _copier_program(demo_kg)
+    load_artifact(path).apply(fresh, lm_description="local/copier")
+    reloaded = pool_of(fresh)
+    assert reloaded.questions == pool.questions and reloaded.records == pool.records
+    for example in held_out:  # float16 storage keeps every neighbour order
+        assert reloaded.nearest(example.question) == pool.nearest(example.question)
+    timeless = ("seconds_mean", "seconds_median")
+    scores = [{k: v for k, v in score_program(p, held_out).items() if k not in timeless}
+              for p in (fresh, result.program)]
+    assert scores[0] == scores[1]
+    # a knn program saved again (e.g. by `ppoga tune`) still carries its pool
+    again = Artifact.from_program(fresh, lm="local/copier").save(tmp_path / "again.json")
+    assert json.loads(again.read_text())["knn"] == data["knn"]
+
+
+def test_artifact_reproduces_its_score_in_a_fresh_process(demo_kg, demo, tmp_path):
+    train, held_out = demo
+    result = compile_program(_copier_program(demo_kg), trainset=train, devset=held_out, optimizer="knn",
+                             teacher_lm=oracle_lm(train), k=2)
+    path = Artifact.from_program(result.program, lm="local/copier", optimizer="knn",
+                                 scores=result.scores).save(tmp_path / "knn.json")
+    script = (
+        "import json, sys\n"
+        "from ppoga_dspy.kg import open_kg\n"
+        "from ppoga_dspy.experiments.datasets import load_dataset\n"
+        "from ppoga_dspy.experiments.evaluate import score_program\n"
+        "from ppoga_dspy.optimizers.artifact import load_artifact\n"
+        "from tests.optimizers.test_knn import _copier_program\n"
+        "kg = open_kg(sys.argv[2])\n"
+        "program = _copier_program(kg)\n"
+        "load_artifact(sys.argv[1]).apply(program)\n"
+        "held = load_dataset('demo', split='dev') + load_dataset('demo', split='test')\n"
+        "print(json.dumps(score_program(program, held)['hits@1']))\n"
+    )
+    env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", script, str(path), str(DEMO_KG)], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == result.dev_after["hits@1"]
+
+
+def test_schema_1_artifacts_still_load(demo_kg):
+    artifact = load_artifact(DATA / "artifact-v1.json")
+    assert artifact.knn is None and artifact.adapter is None
+    program = PPoGA(demo_kg)
+    artifact.apply(program, lm_description="local/gemma3-270m")
+    assert program.planner.decompose.demos[0]["question"] == "Who directed Inception?"
+    assert pool_of(program) is None
+
+
+def test_a_damaged_pool_is_refused_before_the_program_changes(demo_kg, demo, tmp_path):
+    train, _ = demo
+    result = compile_program(_copier_program(demo_kg), trainset=train[:4], devset=[], optimizer="knn",
+                             teacher_lm=oracle_lm(train), k=2)
+    data = Artifact.from_program(result.program, lm="x").to_dict()
+    data["knn"]["embeddings"]["shape"] = [1, 384]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    program = PPoGA(demo_kg)
+    with pytest.raises(ArtifactError, match="knn pool"):
+        load_artifact(tmp_path / "bad.json").apply(program)
+    assert pool_of(program) is None
+    with pytest.raises(ArtifactError, match="format"):
+        DemoPool.from_dict({"format": "something else"})
+
+
+def test_a_teacher_that_is_never_right_is_a_config_error(demo_kg, demo):
+    from ppoga_dspy.errors import ConfigError
+
+    train, _ = demo
+    unanswerable = [ex.copy(answers=["no such answer"]) for ex in train[:3]]  # nobody gets these right
+    with pytest.raises(ConfigError, match="teacher answered none"):
+        compile_program(_copier_program(demo_kg), trainset=unanswerable, devset=[], optimizer="knn",
+                        teacher_lm=oracle_lm(train))
