@@ -6,17 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ppoga_dspy.cli.common import (
-    ORACLE_LM,
-    THREADS,
-    add_dataset_options,
-    add_program_options,
-    at_least,
-    load_examples,
-    offline_environment,
-    print_json,
-    program_settings,
-)
+from ppoga_dspy.cli import common
 from ppoga_dspy.experiments.scripted import is_scripted_spec
 
 
@@ -28,38 +18,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compile prompts and demos with a DSPy optimizer on a training split; write an artifact",
         description="Compile every planner and executor predictor (metric: Hits@1), scoring dev before and after.",
     )
-    add_dataset_options(cmd, split="train", split_help="split to compile on (default train)")
+    common.add_dataset_options(cmd, split="train", split_help="split to compile on (default train)")
     cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
-    cmd.add_argument("--dev-limit", type=at_least(1), default=None, help="at most N dev questions")
+    cmd.add_argument("--dev-limit", type=common.at_least(1), default=None, help="at most N dev questions")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
     cmd.add_argument("--teacher-lm", metavar="SPEC", default=None,
-                     help=f"LM that runs the teacher / proposes prompts; {ORACLE_LM} (or oracle/noisy:P) writes demos "
-                          "from the training split's gold paths")
-    cmd.add_argument("--max-demos", type=at_least(0), default=3, help="demos per predictor (default 3)")
-    cmd.add_argument("--k", type=at_least(1), default=3,
+                     help=f"LM that runs the teacher / proposes prompts; {common.ORACLE_LM} (or oracle/noisy:P) "
+                          "writes demos from the training split's gold paths")
+    cmd.add_argument("--max-demos", type=common.at_least(0), default=3, help="demos per predictor (default 3)")
+    cmd.add_argument("--k", type=common.at_least(1), default=3,
                      help="knn: demos per call, one from each of the K training questions nearest to the question "
                           "(default 3)")
-    cmd.add_argument("--steps", type=at_least(1), default=200, help="finetune: LoRA training steps (default 200)")
+    cmd.add_argument("--steps", type=common.at_least(1), default=200,
+                     help="finetune: LoRA training steps (default 200)")
     cmd.add_argument("--bf16", action="store_true", help="finetune: train in bf16 (where the CPU supports it)")
-    cmd.add_argument("--candidates", type=at_least(1), default=4,
+    cmd.add_argument("--candidates", type=common.at_least(1), default=4,
                      help="candidate programs for random search (default 4)")
     cmd.add_argument("--budget", choices=("light", "medium", "heavy"), default="light", help="MIPROv2/GEPA budget")
-    cmd.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
+    cmd.add_argument("--threads", type=common.THREADS, default=1, help="questions in parallel (default 1)")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true", help="print the scores as JSON")
-    add_program_options(cmd)
+    common.add_program_options(cmd)
     cmd.set_defaults(handler=_compile)
 
 
 def _compile(args: argparse.Namespace) -> int:
-    offline_environment()
+    common.offline_environment()
     from ppoga_dspy.app.checks import check_lm_spec
     from ppoga_dspy.optimizers.artifact import Artifact
     from ppoga_dspy.optimizers.compile import compile_program
 
     check_lm_spec(args.teacher_lm, flag="--teacher-lm")
-    trainset = load_examples(args)
-    devset = load_examples(args, split=args.dev_split, limit=args.dev_limit)
+    trainset = common.load_examples(args)
+    devset = common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
     teacher = None
     if is_scripted_spec(args.teacher_lm):  # demos written by a planner that follows the training split's gold paths
         from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
@@ -71,7 +62,7 @@ def _compile(args: argparse.Namespace) -> int:
         teacher = make_lm(args.teacher_lm)
     from ppoga_dspy.app import open_program
 
-    with open_program(program_settings(args), examples=trainset + devset) as opened:
+    with open_program(common.program_settings(args), examples=trainset + devset) as opened:
         program, lm_description = opened.program, opened.lm_description
         print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
               f"{lm_description}", file=sys.stderr)
@@ -87,7 +78,7 @@ def _compile(args: argparse.Namespace) -> int:
         report = {"artifact": str(args.out), "optimizer": args.optimizer, **result.scores,
                   "changed_predictors": result.changed_predictors}
         if args.json:
-            print_json(report)
+            common.print_json(report)
         else:
             before, after = result.scores["dev_before"], result.scores["dev_after"]
             print(f"dev Hits@1 {before.get('hits@1') or 0:.3f} -> {after.get('hits@1') or 0:.3f} "
@@ -117,7 +108,7 @@ def _finetune(args: argparse.Namespace, program, trainset: list, teacher, lm_des
     artifact.adapter = result.adapter.name  # relative to the artifact's folder: the pair moves together
     artifact.save(args.out)
     if args.json:
-        print_json({"artifact": str(args.out), "adapter": str(result.adapter), **scores})
+        common.print_json({"artifact": str(args.out), "adapter": str(result.adapter), **scores})
     else:
         print(f"LoRA on {result.pairs} stage pairs, {result.steps} steps in {result.seconds:.0f} s; loss "
               f"{result.first_loss:.3f} -> {result.last_loss:.3f}")

@@ -7,15 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ppoga_dspy.cli.common import (
-    THREADS,
-    add_dataset_options,
-    add_program_options,
-    load_examples,
-    offline_environment,
-    print_json,
-    program_settings,
-)
+from ppoga_dspy.cli import common
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="evaluate PPoGA on a benchmark: Hits@1, F1 and cost; resumable JSONL",
         description="Evaluate on a dataset. Questions already in --out are skipped, so an interrupted run resumes.",
     )
-    add_dataset_options(run, split=None, split_help="a deterministic split (default: every question)")
-    run.add_argument("--threads", type=THREADS, default=1, help="questions in parallel (default 1)")
+    common.add_dataset_options(run, split=None, split_help="a deterministic split (default: every question)")
+    run.add_argument("--threads", type=common.THREADS, default=1, help="questions in parallel (default 1)")
     run.add_argument("--out", required=True, type=Path, metavar="RUN.jsonl", help="run file (appended; resumable)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object on the last line")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -34,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--shard", default=None, metavar="I/N",
                      help="run only shard I of N (a stable hash of each question id; same --split/--seed/--limit "
                           "on every shard); `ppoga report` merges the N run files")
-    add_program_options(run)
+    common.add_program_options(run)
     run.set_defaults(handler=_eval)
 
     report = subparsers.add_parser("report", help="print the summary of a run file, or of two runs side by side",
@@ -51,13 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    offline_environment()
+    common.offline_environment()
     from ppoga_dspy.app import open_program
     from ppoga_dspy.experiments.evaluate import example_id, program_fingerprint, run_evaluation, summarize
     from ppoga_dspy.experiments.runs import run_lock
 
-    settings = program_settings(args)
-    examples = load_examples(args)
+    settings = common.program_settings(args)
+    examples = common.load_examples(args)
     provenance_extra: dict = {}
     if args.shard:
         from ppoga_dspy.experiments.shards import Shard
@@ -135,6 +127,6 @@ def _print_summaries(summaries: dict, *, as_json: bool) -> None:
     from ppoga_dspy.experiments.evaluate import summary_table
 
     if as_json:  # stdout carries the JSON and nothing else
-        print_json(next(iter(summaries.values())) if len(summaries) == 1 else summaries)
+        common.print_json(next(iter(summaries.values())) if len(summaries) == 1 else summaries)
     else:
         Console().print(summary_table(summaries))

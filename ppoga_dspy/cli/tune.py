@@ -9,16 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ppoga_dspy.cli.common import (
-    THREADS,
-    add_dataset_options,
-    add_program_options,
-    at_least,
-    load_examples,
-    offline_environment,
-    print_json,
-    program_settings,
-)
+from ppoga_dspy.cli import common
 from ppoga_dspy.optimizers.study import DEFAULT_HEARTBEAT, GRACE_FACTOR
 
 
@@ -28,16 +19,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="tune thresholds with Optuna (accuracy vs LM calls); resumable study; writes an artifact",
         description="Multi-objective Optuna study over Thresholds with the artifact's prompts frozen.",
     )
-    add_dataset_options(cmd, split="dev", split_help="split to tune on (default dev)")
-    cmd.add_argument("--trials", type=at_least(1), default=20,
+    common.add_dataset_options(cmd, split="dev", split_help="split to tune on (default dev)")
+    cmd.add_argument("--trials", type=common.at_least(1), default=20,
                      help="finished trials the study should hold (default 20)")
     cmd.add_argument("--storage", default=None, metavar="URL",
                      help="Optuna storage: sqlite:///PATH (default sqlite:///<out>.optuna.db), "
                           "postgresql://USER@HOST:PORT/DB (workers on many machines), journal:PATH or PATH.journal "
                           "(workers on one machine, no database)")
     cmd.add_argument("--study", default="ppoga-thresholds", help="study name in the storage")
-    cmd.add_argument("--threads", type=THREADS, default=1, help="questions in parallel within a trial (default 1)")
-    cmd.add_argument("--workers", type=at_least(1), default=1, metavar="N",
+    cmd.add_argument("--threads", type=common.THREADS, default=1,
+                     help="questions in parallel within a trial (default 1)")
+    cmd.add_argument("--workers", type=common.at_least(1), default=1, metavar="N",
                      help="worker processes on the one study, each running its share of the trials (default 1)")
     cmd.add_argument("--heartbeat", type=int, default=DEFAULT_HEARTBEAT, metavar="SECONDS",
                      help=f"heartbeat of running trials (SQL storages; default {DEFAULT_HEARTBEAT}): a trial silent "
@@ -49,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "labelled so); by default the method's stages are frozen on")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true")
-    add_program_options(cmd)
+    common.add_program_options(cmd)
     cmd.set_defaults(handler=_tune)
     global _PARSER
     _PARSER = cmd
@@ -59,14 +51,14 @@ _PARSER: argparse.ArgumentParser | None = None
 
 
 def _tune(args: argparse.Namespace) -> int:
-    offline_environment()
+    common.offline_environment()
     from ppoga_dspy.optimizers.artifact import Artifact
     from ppoga_dspy.optimizers.tune import default_storage, save_plots, tune_thresholds
 
-    examples = load_examples(args)
+    examples = common.load_examples(args)
     from ppoga_dspy.app import open_program
 
-    with open_program(program_settings(args), examples=examples) as opened:
+    with open_program(common.program_settings(args), examples=examples) as opened:
         program, lm_description = opened.program, opened.lm_description
         storage = args.storage or default_storage(args.out)
         if args.worker_share is not None:
@@ -97,7 +89,7 @@ def _tune(args: argparse.Namespace) -> int:
         report = {"artifact": str(args.out), "thresholds": result.best.to_dict(), **tuning,
                   "trials_run_now": result.trials_run, "workers": workers}
         if args.json:
-            print_json(report)
+            common.print_json(report)
         else:
             print(f"Pareto front ({len(result.pareto)} trials): " + "; ".join(
                 f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}"
@@ -119,7 +111,7 @@ def _work(args: argparse.Namespace, program, examples: list, storage: str) -> in
     result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
                              seed=args.seed, threads=args.threads, heartbeat=args.heartbeat,
                              share=args.worker_share, worker=args.worker_index)
-    print_json({"worker": os.getpid(), "trials_run": result.trials_run})
+    common.print_json({"worker": os.getpid(), "trials_run": result.trials_run})
     return 0
 
 

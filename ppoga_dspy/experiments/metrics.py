@@ -53,14 +53,7 @@ def hits_at_1_lenient(prediction: str, gold: Iterable[str]) -> bool:
     >>> hits_at_1_lenient("", ["Nolan"]), hits_at_1_lenient("Nolan", [""])
     (False, False)
     """
-    pred = normalize_lenient(prediction)
-    if not pred:
-        return False
-    for answer in _aliases(gold):
-        ans = normalize_lenient(answer)
-        if ans and (pred == ans or pred in ans or ans in pred):
-            return True
-    return False
+    return _contains_either_way(prediction, gold, normalize_lenient)
 
 
 def normalize_pog(text: str) -> str:
@@ -90,14 +83,13 @@ def hits_at_1_pog(answer_field: str, gold: Iterable[str]) -> bool:
     >>> hits_at_1_pog("St. Louis", ["Saint Louis"]), hits_at_1_pog("", ["Jamaica"])
     (False, False)
     """
-    field = normalize_pog(answer_field)
-    if not field:
-        return False
-    for answer in _aliases(gold):
-        alias = normalize_pog(answer)
-        if alias and (field == alias or field in alias or alias in field):
-            return True
-    return False
+    return _contains_either_way(answer_field, gold, normalize_pog)
+
+
+def _contains_either_way(text: str, gold: Iterable[str], normalize: Any) -> bool:
+    """PoG/ToG's rule: after `normalize`, equal to a gold alias or either inside the other; empty never hits."""
+    field = normalize(text)
+    return bool(field) and any(alias and (field in alias or alias in field) for alias in map(normalize, _aliases(gold)))
 
 
 def normalize_strict(text: str) -> str:
