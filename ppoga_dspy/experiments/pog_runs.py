@@ -106,12 +106,13 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
 
     Our run files carry their metrics. A PoG file needs `dataset` (a loader spec) for its gold answers.
     """
-    from ppoga_dspy.experiments.evaluate import read_run
+    from ppoga_dspy.experiments.runs import read_rows, read_run
 
     path = Path(path)
     with path.open(encoding="utf-8") as handle:
         first = handle.read(4096).lstrip()[:1]
-    rows = read_pog_file(path) if first == "[" else read_run(path)  # a JSON list is PoG's converted .json
+    # A JSON list is PoG's converted .json; JSONL lines are read as written (PoG's carry no id to de-duplicate by).
+    rows = read_pog_file(path) if first == "[" else read_rows(path)
     if rows and all(is_pog_row(r) for r in rows):
         if not dataset:
             raise PoGRunError(f"{path} is a PoG result file, which holds no gold answers: pass --dataset SPEC, "
@@ -120,4 +121,4 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
 
         scored, unmatched = score_pog_rows(rows, load_dataset(dataset))
         return scored, {"format": "pog", "lines": len(rows), "unmatched": unmatched}
-    return rows, {"format": "ppoga"}
+    return read_run(path), {"format": "ppoga"}
