@@ -169,3 +169,10 @@ def test_cost_table_names_the_offline_model():
     render_prediction(console, {"question": "Q?", "kg": "demo", "lm": "local/gemma3-270m", "answers": ["London"],
                                 "costs": {"lm_calls": 1, "prompt_tokens": 10, "completion_tokens": 2}})
     assert f"cost ({DEFAULT_EMBEDDED_DISPLAY})" in console.export_text()
+
+
+def test_the_scripted_planners_and_the_no_model_baseline_pass_the_spec_check():
+    from ppoga_dspy.app.checks import check_lm_spec
+
+    for spec in ("oracle/gold-path", "oracle/noisy:0.3", "none"):
+        check_lm_spec(spec)

@@ -31,7 +31,9 @@ def known_providers() -> set[str]:
 
 def check_lm_spec(spec: str | None, *, flag: str = "--lm") -> None:
     """Raise ConfigError (one line) when `spec`'s provider is neither LiteLLM's nor ours; None passes."""
-    if spec is None or spec == ORACLE_LM:
+    from ppoga_dspy.experiments.scripted import is_scripted_spec
+
+    if spec is None or spec == "none" or is_scripted_spec(spec):  # the no-model baseline, the scripted planners
         return
     from ppoga_dspy.lm.spec import parse_spec
 
