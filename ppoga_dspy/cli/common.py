@@ -76,7 +76,8 @@ def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, s
     """--dataset SPEC, --split, --seed, --limit: which questions a command runs on."""
     parser.add_argument("--dataset", required=True, metavar="SPEC",
                         help="FORMAT:PATH (e.g. wc2014:../shared/data/wc2014/WC-P1.txt) or a short name (demo)")
-    parser.add_argument("--split", choices=("train", "dev", "test"), default=split, help=split_help)
+    parser.add_argument("--split", choices=("train", "dev", "test", "all"), default=split,
+                        help=split_help + "; all: every question of the file (a file that is all training data)")
     parser.add_argument("--seed", type=int, default=0,
                         help="split, optimizer/sampler and oracle/noisy:P planner seed (default 0)")
     parser.add_argument("--limit", type=at_least(1, hint="; omit --limit to run every question"), default=None,

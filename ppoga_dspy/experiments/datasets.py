@@ -318,9 +318,9 @@ def load_dataset(spec: str, *, limit: int | None = None, split: str | None = Non
         examples = _LOADERS[fmt](path)
     except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         raise DatasetError(f"{path} does not read as a {fmt} file: {exc}") from exc
-    if split is not None:
+    if split is not None and split != "all":  # "all": a file that is all training data (e.g. demo-train)
         if split not in SPLITS:
-            raise DatasetSpecError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
+            raise DatasetSpecError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)} or all")
         examples = split_examples(examples, seed=seed)[split]
     if limit is not None:
         if limit < 0:

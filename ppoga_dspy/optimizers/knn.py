@@ -38,14 +38,45 @@ EMBEDDER = "all-MiniLM-L6-v2"
 POOL_FORMAT = "ppoga-dspy/knn-pool/1"
 
 
+_WORD = re.compile(r"[^\s?,.!;:]+|[?,.!;:]")
+
+
+def question_template(question: str) -> str:
+    """The question with its names masked: "Where was the director of The Dark Knight born?" ->
+    "Where was the director of X born?".
+
+    Neighbours are found by template, not by topic: a copying model needs the demo of a question asked
+    the same way about another entity, while raw embeddings rank "Who is the wife of the director of
+    Inception?" nearest to "Where was the director of Inception born?" because both name Inception.
+    A name is a capitalised word after the first, an all-caps word, or a word with `_` (IRN names).
+
+    >>> question_template("Where was the director of The Dark Knight born?")
+    'Where was the director of X born ?'
+    >>> question_template("what is the age of NEYMAR?"), question_template("who is robert_e_lee's spouse")
+    ('what is the age of X ?', "who is X's spouse")
+    """
+    out: list[str] = []
+    for position, word in enumerate(_WORD.findall(question)):
+        stem = word[:-2] if word.endswith("'s") else word
+        if position > 0 and stem and (stem[0].isupper() or "_" in stem):
+            if out and out[-1] == "X":  # one X for a name of several words
+                out.pop()
+            out.append("X" + word[len(stem):])
+        else:
+            out.append(word)
+    return " ".join(out)
+
+
 def embed_questions(questions: list[str]):
-    """Unit-length MiniLM embeddings (float32, one row per question), the model the Executor ranks with."""
+    """Unit-length MiniLM embeddings (float32, one row per question) of the questions' templates
+    (`question_template`), with the model the Executor ranks with."""
     import numpy as np
 
     from ppoga_dspy.method.pruning import EmbeddingRanker
 
     if not questions:
         return np.zeros((0, 384), dtype=np.float32)
+    questions = [question_template(q) for q in questions]
     vectors = EmbeddingRanker.model().encode(questions, normalize_embeddings=True, batch_size=64,
                                              show_progress_bar=False)
     return np.asarray(vectors, dtype=np.float32)
