@@ -56,6 +56,10 @@ MAX_BACKOFF = 8.0
 _NOT_IN_KEY = {"api_key", "api_base", "base_url", "timeout", "cache", "num_retries", "headers", "extra_headers"}
 
 
+#: Cache entries are {_REPLY: outputs, "usage": {...}}; older entries are the outputs alone.
+_REPLY = "ppoga_reply"
+
+
 def reply_cap(max_tokens: int | None) -> int:
     """The most characters of a reply that are parsed: 4 characters a token, twice the budget."""
     return CHARS_PER_TOKEN * CAP_FACTOR * int(max_tokens or DEFAULT_REPLY_TOKENS)
@@ -253,7 +257,7 @@ class GuardedLM(dspy.LM):
                 self.stats.add(calls=1, cache_hits=1)
                 if scope is not None:
                     scope.cache_hits += 1
-                return copy.deepcopy(hit)
+                return self._replay(hit)
         outputs = self._attempts(prompt, messages, kwargs)
         outputs, cuts = _cap(outputs, reply_cap(kwargs.get("max_tokens") or self.kwargs.get("max_tokens")))
         self.stats.add(calls=1, truncated=len(cuts))
@@ -261,11 +265,28 @@ class GuardedLM(dspy.LM):
             scope.truncations.extend(cuts)
         acceptable = not cuts and all(t.strip() for t in _texts(outputs)) and bool(_texts(outputs))
         if key is not None and acceptable:
+            entry = {_REPLY: copy.deepcopy(outputs), "usage": self._last_usage()}
             if scope is not None:
-                scope.pending.append((key, copy.deepcopy(outputs)))
+                scope.pending.append((key, entry))
             else:
-                dspy.cache.put(key, copy.deepcopy(outputs), [])
+                dspy.cache.put(key, entry, [])
         return outputs
+
+    def _last_usage(self) -> dict[str, Any]:
+        """The token usage of the call just made (DSPy's history), kept with its cache entry."""
+        history = getattr(self, "history", None) or []
+        usage = history[-1].get("usage") if history and isinstance(history[-1], dict) else None
+        return dict(usage) if isinstance(usage, dict) else {}
+
+    def _replay(self, hit: Any) -> Any:
+        """A cached reply, its tokens counted again (a replay costs the tokens its first call did in the
+        cost tables, so a cached run and a fresh one report the same tokens per question)."""
+        if isinstance(hit, dict) and _REPLY in hit:
+            usage = hit.get("usage") or {}
+            if usage and dspy.settings.usage_tracker:
+                dspy.settings.usage_tracker.add_usage(self.model, dict(usage))
+            return copy.deepcopy(hit[_REPLY])
+        return copy.deepcopy(hit)  # an entry written before usage was kept
 
     def _attempts(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
         from ppoga_dspy.lm.errors import LMUnavailableError

@@ -132,3 +132,20 @@ def test_ask_says_how_many_replies_came_from_the_cache(tmp_path):
         assert json.loads(second.stdout)["lm_replies"]["cache_hits"] == asked
         _ask(server, tmp_path, "--no-cache")
         assert server.requests == 2 * asked
+
+
+def test_a_cached_reply_counts_the_tokens_of_its_first_call():
+    """Cost tables must not show 0 tokens for a run whose replies came from the cache."""
+    import dspy
+
+    prompt = _prompt()
+    with FaultLMServer("ok") as server:
+        lm = make_lm(server.spec())
+        with dspy.context(lm=lm), dspy.track_usage() as fresh:
+            lm(prompt)
+        with dspy.context(lm=lm), dspy.track_usage() as replay:
+            lm(prompt)
+        assert server.requests == 1 and lm.stats.cache_hits == 1
+        first, again = fresh.get_total_tokens(), replay.get_total_tokens()
+        assert first and first == again
+        assert next(iter(again.values())).get("prompt_tokens", 0) > 0
