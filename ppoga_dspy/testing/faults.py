@@ -63,6 +63,8 @@ class _Base:
     """Start/stop, request counting and bounded hanging, shared by both fault servers."""
 
     modes: tuple[str, ...] = ()
+    handler_class: type[BaseHTTPRequestHandler] = BaseHTTPRequestHandler  # each server's request handler
+    url_path = ""  # the path of the URL clients are given
 
     def __init__(self, mode: str, *, hang_seconds: float = 600.0) -> None:
         if mode not in self.modes:
@@ -76,18 +78,20 @@ class _Base:
         self._thread: threading.Thread | None = None
         self._port = free_port()
         if mode != "refuse":
-            handler = type("Handler", (self._handler_class(),), {"owner": self})
+            handler = type("Handler", (self.handler_class,), {"owner": self})
             self._httpd = _Server(("127.0.0.1", self._port), handler)
             self._port = int(self._httpd.server_address[1])
             self._thread = threading.Thread(target=self._httpd.serve_forever, name=f"fault-{mode}", daemon=True)
             self._thread.start()
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        raise NotImplementedError
-
     @property
     def port(self) -> int:
         return self._port
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:PORT` and the server's path (`/v1` for the LM, `/sparql` for SPARQL)."""
+        return f"http://127.0.0.1:{self.port}{self.url_path}"
 
     @property
     def requests(self) -> int:
@@ -219,14 +223,8 @@ class FaultLMServer(_Base):
     """An OpenAI-compatible chat server on loopback that answers in one fault mode (see `LM_MODES`)."""
 
     modes = LM_MODES
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        return _LMHandler
-
-    @property
-    def url(self) -> str:
-        """The base URL (`http://127.0.0.1:PORT/v1`)."""
-        return f"http://127.0.0.1:{self.port}/v1"
+    handler_class = _LMHandler
+    url_path = "/v1"
 
     def spec(self, model: str = "fault") -> str:
         """An LM spec for this server: `openai/MODEL@URL`."""
@@ -269,11 +267,5 @@ class FaultSparqlServer(_Base):
     """
 
     modes = SPARQL_MODES
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        return _SparqlHandler
-
-    @property
-    def url(self) -> str:
-        """The query endpoint URL (`http://127.0.0.1:PORT/sparql`)."""
-        return f"http://127.0.0.1:{self.port}/sparql"
+    handler_class = _SparqlHandler
+    url_path = "/sparql"
