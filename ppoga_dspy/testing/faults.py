@@ -128,6 +128,14 @@ class _Quiet(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
         return
 
+    def _counted_or_hung(self) -> bool:
+        """Count the request; in `hang` mode hold it (bounded) and say so, so the caller sends nothing."""
+        self.owner._counted()
+        if self.owner.mode == "hang":
+            self.owner.hang()
+            return True
+        return False
+
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length", "0") or 0)
         return self.rfile.read(min(length, _MAX_BODY)) if length > 0 else b""
@@ -184,11 +192,9 @@ class _LMHandler(_Quiet):
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         owner: FaultLMServer = self.owner
         raw = self._body()
-        owner._counted()
-        mode = owner.mode
-        if mode == "hang":
-            owner.hang()
+        if self._counted_or_hung():
             return
+        mode = owner.mode
         if mode == "http500":
             error = {"error": {"message": "fault server: internal error", "type": "server_error", "code": None}}
             self._reply(500, json.dumps(error).encode(), "application/json")
@@ -239,11 +245,9 @@ class _SparqlHandler(_Quiet):
         owner: FaultSparqlServer = self.owner
         if self.command == "POST":
             self._body()
-        owner._counted()
-        mode = owner.mode
-        if mode == "hang":
-            owner.hang()
+        if self._counted_or_hung():
             return
+        mode = owner.mode
         if mode == "http500":
             self._reply(500, b"fault server: internal error", "text/plain")
         elif mode == "garbage-json":
