@@ -13,12 +13,11 @@ from ppoga_dspy.experiments.scripted import is_scripted_spec
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ppoga_dspy.optimizers.names import OPTIMIZERS
 
-    cmd = subparsers.add_parser(
-        "compile",
+    cmd = common.dataset_command(
+        subparsers, "compile", split="train", split_help="split to compile on (default train)",
         help="compile prompts and demos with a DSPy optimizer on a training split; write an artifact",
         description="Compile every planner and executor predictor (metric: Hits@1), scoring dev before and after.",
     )
-    common.add_dataset_options(cmd, split="train", split_help="split to compile on (default train)")
     cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
     cmd.add_argument("--dev-limit", type=common.at_least(1), default=None, help="at most N dev questions")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")

@@ -12,7 +12,7 @@ so a run can be audited, evaluated and compared with PoG's output files.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ppoga_dspy.kg.base import Direction, Entity, Relation, Triple
@@ -67,21 +67,10 @@ class StepCycle:
     paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "objective": self.objective,
-            "attempt": self.attempt,
-            "prediction": self.prediction,
-            "observation": self.observation,
-            "thought": self.thought,
-            "missing": self.missing,
-            "decision": self.decision,
-            "reason": self.reason,
-            "rationale": self.rationale,
-            "triples": [t.to_dict() for t in self.triples],
-            "frontier": [e.to_dict() for e in self.frontier],
-            "paths": [list(p) for p in self.paths],
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # the texts as they are; then the graph parts
+        data.update(triples=[t.to_dict() for t in self.triples], frontier=[e.to_dict() for e in self.frontier],
+                    paths=[list(p) for p in self.paths])
+        return data
 
 
 @dataclass
