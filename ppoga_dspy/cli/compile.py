@@ -41,6 +41,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.set_defaults(handler=_compile)
 
 
+def _teacher(args: argparse.Namespace, trainset: list, kg):
+    """The LM that writes the demos: a scripted gold-path planner (it reads `kg` to plan per semantic hop)."""
+    if is_scripted_spec(args.teacher_lm):
+        from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
+
+        return scripted_lm_for_spec(args.teacher_lm, trainset, seed=args.seed, kg=kg)
+    if args.teacher_lm:
+        from ppoga_dspy.lm import make_lm
+
+        return make_lm(args.teacher_lm)
+    return None
+
+
 def _compile(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.app.checks import check_lm_spec
@@ -50,19 +63,11 @@ def _compile(args: argparse.Namespace) -> int:
     check_lm_spec(args.teacher_lm, flag="--teacher-lm")
     trainset = common.load_examples(args)
     devset = common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
-    teacher = None
-    if is_scripted_spec(args.teacher_lm):  # demos written by a planner that follows the training split's gold paths
-        from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
-
-        teacher = scripted_lm_for_spec(args.teacher_lm, trainset, seed=args.seed)
-    elif args.teacher_lm:
-        from ppoga_dspy.lm import make_lm
-
-        teacher = make_lm(args.teacher_lm)
     from ppoga_dspy.app import open_program
 
     with open_program(common.program_settings(args), examples=trainset + devset) as opened:
         program, lm_description = opened.program, opened.lm_description
+        teacher = _teacher(args, trainset, opened.kg)
         print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
               f"{lm_description}", file=sys.stderr)
         if args.optimizer == "finetune":

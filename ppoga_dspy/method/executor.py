@@ -25,14 +25,35 @@ from ppoga_dspy.signatures import SelectEntities, SelectRelations
 
 @dataclass
 class Candidate:
-    """An entity found in this step, with the fact that reached it and where it came from."""
+    """An entity found in this step, with the fact that reached it and where it came from.
+
+    `via` is set when the fact led to a mediator (CVT) node and the step read through it: `triple`
+    reaches the mediator, `via` is the mediator's fact that reaches `entity`. One semantic hop
+    (film -> performance -> actor) is then one step, and the mediator is never the frontier.
+    """
 
     entity: Entity
     triple: Triple
     source: Entity
+    via: Triple | None = None
+
+    @property
+    def triples(self) -> list[Triple]:
+        """The facts from `source` to `entity`: one, or two through a mediator."""
+        return [self.triple] if self.via is None else [self.triple, self.via]
 
     def line(self) -> str:
-        return f"{self.entity.describe()}  <- {self.triple.text()}"
+        through = f" -> {self.via.relation}" if self.via is not None else ""
+        return f"{self.entity.describe()}  <- {self.triple.text()}{through}"
+
+
+def read_through(candidate: Candidate) -> list[Candidate]:
+    """A candidate, or for a mediator the entities beyond it, each with the two facts that reach it."""
+    mediator = candidate.entity
+    if not mediator.is_mediator:
+        return [candidate]
+    return [Candidate(inner, candidate.triple, candidate.source, Triple(mediator, relation, inner))
+            for relation, inner in mediator.facts]
 
 
 @dataclass
@@ -140,8 +161,13 @@ class Executor(dspy.Module):
             observation.notes.append(f"Query failed for {entity.label} -{relation.id}: {exc}")
             return []
         out = relation.direction is Direction.OUT
-        return [Candidate(other, Triple(entity, relation.id, other) if out else Triple(other, relation.id, entity),
-                          entity) for other in found]
+        reached = [Candidate(other, Triple(entity, relation.id, other) if out else Triple(other, relation.id, entity),
+                             entity) for other in found]
+        through = [beyond for candidate in reached for beyond in read_through(candidate)]
+        if len(through) != len(reached) or any(c.via for c in through):
+            run.note("mediators.read_through", entity=entity.id, relation=relation.id,
+                     mediators=sum(c.entity.is_mediator for c in reached), reached=len(through))
+        return through
 
     def _record(
         self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
@@ -150,13 +176,11 @@ class Executor(dspy.Module):
         """The observation's facts (selected first), the new frontier and its chains, into knowledge memory."""
         ordered = selected + [c for c in candidates if c not in selected]
         for candidate in ordered[: run.thresholds.evidence_limit]:
-            observation.triples.append(candidate.triple)
-            for relation, inner in candidate.entity.facts:
-                observation.triples.append(Triple(candidate.entity, relation, inner))
+            observation.triples.extend(t for t in candidate.triples if t not in observation.triples)
         for candidate in selected:
             if candidate.entity.id not in {e.id for e in observation.frontier}:
                 observation.frontier.append(candidate.entity)
-                observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + [candidate.triple]
+                observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + candidate.triples
         run.memory.knowledge.add_triples(observation.triples)
 
     def _candidate_relations(
