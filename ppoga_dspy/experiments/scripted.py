@@ -183,9 +183,15 @@ def plan_steps(gold: dict[str, Any], *, tagged: bool = False) -> list[dict[str, 
     """The plan a gold-path planner writes: one step per semantic hop (see `semantic_steps`).
 
     A step through a mediator names both relations ("follow relation r1 and read through to r2");
+    a conjunction of one-hop branches (WC-C) is one `intersect` step naming each branch's relation.
     `tagged` adds "(hop N)", N the 1-based index of the step's last relation.
     """
     relations = gold["relations"] or ["unknown"]
+    branches = gold.get("paths") or []
+    if len(branches) > 1 and all(len(branch) == 1 for branch in branches):  # a conjunction of one-hop branches
+        text = "follow relation " + " and relation ".join(relations) + ", keep the entities reached by all"
+        return [{"objective": text + (f" (hop {len(relations)})" if tagged else ""),
+                 "expected_outcome": "the entities that satisfy every constraint", "action": "intersect"}]
     groups = gold.get("steps") or [[i] for i in range(len(relations))]
     steps = []
     for group in groups:
@@ -281,7 +287,8 @@ def golds_from_examples(examples, *, kg: Any = None) -> dict[str, dict[str, Any]
         golds[example.question.strip()] = {"relations": relations, "entities": entities + answers, "answers": answers,
                                            "hops": hops, "topics": list(dict(getattr(example, "topic_entities", {})
                                                                              or {})),
-                                           "branches": len(metadata.get("paths") or [relations])}
+                                           "branches": len(metadata.get("paths") or [relations]),
+                                           "paths": [list(b) for b in metadata.get("paths") or [relations]]}
         gold = golds[example.question.strip()]
         gold["steps"] = semantic_steps(kg, gold) if kg is not None else [[i] for i in range(len(relations))]
     return golds

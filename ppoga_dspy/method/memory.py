@@ -28,11 +28,13 @@ class PlanStepState:
     attempts: int = 0
     outcome: str = ""  # what the step found (completed) or why it failed
     missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
+    action: str = "explore"  # a StepAction value: explore, intersect (a conjunction) or memory (no graph action)
 
     def text(self) -> str:
         expected = f" (expect: {self.expected_outcome})" if self.expected_outcome else ""
         outcome = f" -> {self.outcome}" if self.outcome else ""
-        return f"{self.objective}{expected} [{self.status}]{outcome}"
+        action = f" <{self.action}>" if self.action != "explore" else ""
+        return f"{self.objective}{action}{expected} [{self.status}]{outcome}"
 
 
 @dataclass
