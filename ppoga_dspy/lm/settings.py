@@ -57,7 +57,7 @@ ENV_VARS: dict[str, str] = {
     "cache": "PPOGA_LM_CACHE",
     "num_retries": "PPOGA_LM_NUM_RETRIES",
     "timeout": "PPOGA_LM_TIMEOUT",
-    "constrain": "PPOGA_LM_CONSTRAIN",
+    "constrain": "PPOGA_EMBEDDED_CONSTRAIN",  # read by the engine too (lm/embedded.py CONSTRAIN_ENV)
 }
 #: `PPOGA_NO_CACHE=1` (or true/yes/on) turns the response cache off, like `--no-cache`.
 NO_CACHE_ENV = "PPOGA_NO_CACHE"
@@ -258,7 +258,7 @@ def add_lm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--no-constrain", dest="no_constrain", action="store_true", default=None,
         help="embedded model: decode freely instead of constraining choices to the candidates "
-        "[PPOGA_LM_CONSTRAIN=0]",
+        "[PPOGA_EMBEDDED_CONSTRAIN=0]",
     )
     group.add_argument(
         "--no-cache", dest="no_cache", action="store_true", default=None,

@@ -88,13 +88,14 @@ def test_constrain_switch_is_part_of_the_engine_identity(monkeypatch):
 
 
 def test_the_constrain_setting_reaches_the_embedded_engine(monkeypatch, tmp_path):
-    from ppoga_dspy.lm import build_role_lms, load_lm_settings
+    from ppoga_dspy.lm import ENV_VARS, build_role_lms, load_lm_settings
 
+    assert ENV_VARS["constrain"] == CONSTRAIN_ENV  # one variable, read by the settings and by a bare engine
     monkeypatch.delenv(CONSTRAIN_ENV, raising=False)
     assert build_role_lms(load_lm_settings(lm="local/embedded"))["planner"].engine.constrain is True
-    monkeypatch.setenv("PPOGA_LM_CONSTRAIN", "false")
+    monkeypatch.setenv(CONSTRAIN_ENV, "false")
     assert build_role_lms(load_lm_settings(lm="local/embedded"))["executor"].engine.constrain is False
-    monkeypatch.delenv("PPOGA_LM_CONSTRAIN")
+    monkeypatch.delenv(CONSTRAIN_ENV)
     config = tmp_path / "ppoga.toml"
     config.write_text('[lm]\nlm = "local/embedded"\nconstrain = false\n')
     assert build_role_lms(load_lm_settings(config=config))["planner"].engine.constrain is False
