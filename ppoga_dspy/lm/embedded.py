@@ -958,13 +958,15 @@ class EmbeddedEngine:
     ) -> str:
         """`[{"p": "...", ...}, ...]`: keys and punctuation written here, each string by the model (one line)."""
         tokenizer = loaded.tokenizer
-        separators = _constraints.TokenTrie.of_texts(tokenizer, ["}]", "}, {"])
+        # The closing quote belongs to the separator: after a string the model would write `"},` or `"}]` as
+        # one token, and a lone `"` token at the end of the text leaves it off its own distribution.
+        separators = _constraints.TokenTrie.of_texts(tokenizer, ['"}]', '"}, {'])
         string_stops = ['"', "\n", *stops]
         banned = loaded.tokens_starting_with('"')  # an empty first string (`""`) is no step
-        value, spent = "[{", 0
+        value, spent = "[{", 0  # each string is left open: the next key's or the separator's text closes it
         for count in range(1, shape.limit + 1):
             for position, name in enumerate(shape.properties):
-                value += ("" if position == 0 else ", ") + f'"{name}": "'
+                value += ('"' if position == 0 else '", "') + f'{name}": "'
                 room = max(1, min(_constraints.STRING_TOKENS, budget - spent))
                 if self.legacy:
                     raw = self._raw(loaded, text + value, room, string_stops, sampling)
@@ -972,14 +974,14 @@ class EmbeddedEngine:
                     raw = self._continue(loaded, text + value, room, string_stops, sampling,
                                          ban_first=banned if position == 0 else ())
                 spent += raw.new_tokens
-                value += _constraints.json_string_body(raw.text.strip()) + '"'
+                value += _constraints.json_string_body(raw.text.strip())
             if count == shape.limit or spent >= budget:
                 break
             more, _ = self._choose(loaded, text + value, separators, [], sampling)
             if more != 1:
                 break
-            value += "}, {"
-        return value + "}]"
+            value += '"}, {'
+        return value + '"}]'
 
     def _choose(
         self, loaded: LoadedModel, text: str, trie: _constraints.TokenTrie, end_ids: Sequence[int], sampling: dict
