@@ -146,7 +146,14 @@ def test_a_select_relations_call_decodes_to_candidate_names(embedded_engine):
         evaluate = dspy.Predict(Evaluate)(question="Which club does Messi play for?", plan="1. find the club",
                                           step="find the club", observation="(Messi, plays_for, Inter Miami)",
                                           thought="the club is found", memory="")
-        steps = dspy.Predict(Decompose)(question="Who coaches the club of Messi?", topic_entities=["Messi"]).steps
+        decompose = dspy.Predict(Decompose)
+        decompose.demos = [dspy.Example(question=q, topic_entities=[t], steps=[
+            {"objective": f"follow relation {a}", "expected_outcome": "an entity"},
+            {"objective": f"follow relation {b}", "expected_outcome": "an entity"}]) for q, t, a, b in (
+            ("what is the nationality of the spouse of anne_of_denmark ?", "anne_of_denmark", "spouse", "nationality"),
+            ("which religion is the father of louis_xiv ?", "louis_xiv", "parents", "religion"))]
+        steps = decompose(question="which nationality is the couple of frederica ?", topic_entities=["frederica"]).steps
     assert relations and set(relations) <= set(RELATIONS) and len(relations) == len(set(relations))
     assert evaluate.decision in {d.value for d in Decision}
-    assert steps and all(isinstance(s, PlanStep) and s.objective.strip() for s in steps)
+    # two-step demos give a two-step plan: the engine's separators must not cut a plan after its first step
+    assert len(steps) >= 2 and all(isinstance(s, PlanStep) and s.objective.strip() for s in steps)
