@@ -31,6 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Bumped whenever the constrained decoder writes different replies for the same prompt: it is part of the
+#: engine's identity (`EmbeddedEngine.dump_state`), so the response cache never serves an older decoder's reply.
+RULES_VERSION = 2
 #: Names chosen at most per choice field: the Executor follows at most 3 relations / entities per step by
 #: default (`relations_per_step`, `entities_per_step`), so a fourth would be cut anyway.
 CHOICE_LIMIT = 3
