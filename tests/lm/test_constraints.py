@@ -7,6 +7,7 @@ import dspy
 import pytest
 
 from ppoga_dspy.lm.constraints import (
+    RULES_VERSION,
     Choice,
     ObjectList,
     OneOf,
@@ -80,6 +81,7 @@ def test_constrain_switch_is_part_of_the_engine_identity(monkeypatch):
     assert on.constrain is True and off.constrain is False
     assert engine_identity(on) != engine_identity(off)  # the response cache never mixes the two
     assert EmbeddedEngine.load_state(off.dump_state()).constrain is False
+    assert on.dump_state()["constraint_rules"] == RULES_VERSION  # a new decoder never reuses an old one's replies
     monkeypatch.setenv(CONSTRAIN_ENV, "0")
     assert EmbeddedEngine().constrain is False
     monkeypatch.setenv(CONSTRAIN_ENV, "maybe")
