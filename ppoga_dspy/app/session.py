@@ -132,6 +132,34 @@ def role_lms_for(
     return role_lms, planner if planner == executor else f"planner={planner} executor={executor}"
 
 
+def adapted_role_lms(role_lms: dict[str, Any], artifact: Any) -> dict[str, Any]:
+    """The role LMs with the artifact's LoRA adapter (`--optimizer finetune`) merged into each embedded model.
+
+    A role on another LM keeps it as it is, with a warning: the adapter was trained for the embedded model.
+    """
+    import logging
+
+    from ppoga_dspy.lm import with_adapter
+    from ppoga_dspy.lm.embedded import EmbeddedEngine
+
+    adapter = artifact.adapter_path()
+    if adapter is None:
+        return role_lms
+    adapted: dict[int, Any] = {}  # one adapted LM per distinct LM: roles sharing one keep sharing it
+    out = {}
+    for role, lm in role_lms.items():
+        if not isinstance(getattr(lm, "engine", None), EmbeddedEngine):
+            logging.getLogger(__name__).warning(
+                "the artifact's LoRA adapter %s is for the embedded model; the %s role's LM %s runs without it",
+                adapter, role, getattr(lm, "model", lm))
+            out[role] = lm
+            continue
+        if id(lm) not in adapted:
+            adapted[id(lm)] = with_adapter(lm, str(adapter))
+        out[role] = adapted[id(lm)]
+    return out
+
+
 def open_kg_for(settings: ProgramSettings):
     """The KnowledgeGraph the settings name; without `kg`, the dataset's own KG or the demo KG."""
     from ppoga_dspy.kg import open_kg
@@ -161,13 +189,15 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
     kg = open_kg_for(settings)
     try:
         role_lms, description = role_lms_for(settings, examples=examples, kg=kg)
-        program = PPoGA(kg, role_lms=role_lms)
         if settings.program is None:  # no --program: the artifact shipped for this LM, if any
             from ppoga_dspy.data import default_artifact
 
             shipped = default_artifact(description)
             if shipped is not None:
                 artifact, artifact_path = load_artifact(shipped), str(shipped)
+        if artifact is not None:
+            role_lms = adapted_role_lms(role_lms, artifact)
+        program = PPoGA(kg, role_lms=role_lms)
         if artifact is not None:
             artifact.apply(program, lm_description=description)
         program.thresholds = thresholds_with(settings.overrides, program.thresholds)

@@ -242,6 +242,29 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
 
 
+#: The Executor's choice stages, and the note it writes when a choice named no candidate (method/executor.py).
+CHOICE_STAGES = ("select_relations", "select_entities")
+
+
+def choice_counts(row: dict[str, Any]) -> dict[str, int]:
+    """One question's choices from its trace: choice calls made, names that were no candidate, fallbacks taken.
+
+    `non_candidate` counts the names a model chose that matched no offered candidate (`invalid` of the
+    Executor's `*.fallback` notes); `fallbacks` counts the choices the Executor replaced by the
+    best-ranked candidate (a non-candidate name, an unparseable reply, or none chosen). With the
+    embedded engine's decode-time constraints on, `non_candidate` is 0 by construction.
+    """
+    counts = {"calls": 0, "non_candidate": 0, "fallbacks": 0}
+    for event in row.get("trace") or []:
+        stage = str(event.get("stage", "")) if isinstance(event, dict) else ""
+        if stage in CHOICE_STAGES and not str(event.get("error") or "").startswith("no model"):
+            counts["calls"] += 1
+        elif stage.endswith(".fallback") and stage.split(".", 1)[0] in CHOICE_STAGES:
+            counts["fallbacks"] += 1
+            counts["non_candidate"] += len((event.get("outputs") or {}).get("invalid") or [])
+    return counts
+
+
 def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "level", "hops")) -> dict[str, Any]:
     """Hits@1 (lenient, strict), F1, failures, and per-question cost; rates in 0..1.
 
@@ -274,6 +297,10 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
         "seconds_median": _median(seconds),
         "kg_queries_mean": _mean([float((r.get("costs") or {}).get("kg_queries") or 0) for r in rows]),
     }
+    choices = [choice_counts(r) for r in rows]
+    summary["choice_calls"] = sum(c["calls"] for c in choices)
+    summary["non_candidate_choices"] = sum(c["non_candidate"] for c in choices)
+    summary["choice_fallbacks"] = sum(c["fallbacks"] for c in choices)
     summary["by"] = {}
     for key in by:  # per type / level / hops, the way metrics.breakdown groups them; unset values are left out
         groups = {str(value): scores for value, scores in breakdown(rows, key).items() if value not in (None, "")}
@@ -311,6 +338,9 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
         rows.append((f"{what} / q (mean)", f"{key}_mean", mean_fmt))
         if median_fmt:
             rows.append((f"{what} / q (median)", f"{key}_median", median_fmt))
+    rows += [("choice calls (total)", "choice_calls", "{:.0f}"),
+             ("non-candidate choices (total)", "non_candidate_choices", "{:.0f}"),
+             ("choice fallbacks (total)", "choice_fallbacks", "{:.0f}")]
     if any("startup_seconds" in s for s in summaries.values()):
         rows.append(("start-up seconds (once, not per q)", "startup_seconds", "{:.1f}"))
     for label, key, fmt in rows:

@@ -31,6 +31,7 @@ _LAZY = {
     "build_role_lms": "ppoga_dspy.lm.factory",
     "lm_spec_of": "ppoga_dspy.lm.factory",
     "cache_report": "ppoga_dspy.lm.factory",
+    "with_adapter": "ppoga_dspy.lm.factory",
     "GuardedLM": "ppoga_dspy.lm.guard",
     "default_lm_notice": "ppoga_dspy.lm.factory",
     "EmbeddedEngine": "ppoga_dspy.lm.embedded",
@@ -64,6 +65,7 @@ __all__ = [
     "make_lm",
     "parse_spec",
     "serve_lm",
+    "with_adapter",
 ]
 
 

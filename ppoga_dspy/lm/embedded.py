@@ -39,6 +39,7 @@ The old path stays selectable (`EmbeddedEngine(legacy=True)` or `PPOGA_EMBEDDED_
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -54,7 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ppoga_dspy.lm import constraints as _constraints
 from ppoga_dspy.lm.errors import LMConfigError
+from ppoga_dspy.lm.lora import adapter_digest, apply_adapter
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +81,8 @@ DTYPE_ENV = "PPOGA_EMBEDDED_DTYPE"
 THREADS_ENV = "PPOGA_EMBEDDED_THREADS"
 #: `1` selects the legacy engine (full `generate` per field, fp32): kept to measure against.
 LEGACY_ENV = "PPOGA_EMBEDDED_LEGACY"
+#: `0` turns the decode-time constraints off (`constrain=False`; `lm/constraints.py`): kept to measure against.
+CONSTRAIN_ENV = "PPOGA_EMBEDDED_CONSTRAIN"
 DTypeName = Literal["auto", "bfloat16", "float32"]
 
 
@@ -204,6 +209,16 @@ def resolve_dtype(requested: str | None = None) -> Literal["bfloat16", "float32"
 def legacy_from_environment() -> bool:
     """Whether $PPOGA_EMBEDDED_LEGACY asks for the old engine (for before/after measurements)."""
     return os.environ.get(LEGACY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def constrain_from_environment() -> bool:
+    """Whether decode-time constraints are on: $PPOGA_EMBEDDED_CONSTRAIN, default on (`0`/`off` turn them off)."""
+    value = os.environ.get(CONSTRAIN_ENV, "").strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise LMConfigError(f"{CONSTRAIN_ENV} must be 1 or 0 (on or off), not {value!r}")
 
 
 def embedded_threads() -> int:
@@ -339,6 +354,14 @@ class LoadedModel:
     dtype: str = "float32"
     prefix_cache: PrefixCache | None = None
     eos_ids: frozenset[int] = frozenset()
+    adapter: str | None = None  # the LoRA adapter merged into the weights (path), if any
+    #: Vocabulary look-ups of the constrained decoder (tokens starting with a quote, a newline), built on first use.
+    marks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+
+    def tokens_starting_with(self, prefix: str) -> list[int]:
+        if prefix not in self.marks:
+            self.marks[prefix] = _constraints.tokens_starting_with(self.tokenizer, [prefix])
+        return self.marks[prefix]
 
 
 _REGISTRY: dict[str, LoadedModel] = {}
@@ -410,7 +433,7 @@ class _LoadProgress:
         self.bar.close()
 
 
-def _load(info: EmbeddedModelInfo, dtype: str) -> LoadedModel:
+def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> LoadedModel:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -430,6 +453,8 @@ def _load(info: EmbeddedModelInfo, dtype: str) -> LoadedModel:
         steps.append("caching the converted weights")
     if dtype != "float32":
         steps.append(f"casting to {dtype}")
+    if adapter is not None:
+        steps.append("merging the LoRA adapter")
     progress = _LoadProgress(info.name, steps)
     progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
@@ -453,6 +478,9 @@ def _load(info: EmbeddedModelInfo, dtype: str) -> LoadedModel:
             model = model.to(target)
         if dtype != "float32":
             progress.advance()
+        if adapter is not None:
+            model = apply_adapter(model, adapter)
+            progress.advance()
     finally:
         progress.close()
         if progress_was_enabled:
@@ -471,22 +499,30 @@ def _load(info: EmbeddedModelInfo, dtype: str) -> LoadedModel:
         dtype,
         PrefixCache(),
         frozenset(_eos_ids(model, tokenizer)),
+        str(adapter) if adapter is not None else None,
     )
 
 
-def load_embedded(name: str | None = None, *, dtype: str | None = None, legacy: bool = False) -> LoadedModel:
+def load_embedded(
+    name: str | None = None, *, dtype: str | None = None, legacy: bool = False, adapter: str | Path | None = None
+) -> LoadedModel:
     """The loaded model `name` (default: the catalogue default), loading it on first use in this process.
 
-    The legacy engine always gets float32 weights; the fast one `resolve_dtype(dtype)`. Each (model,
-    dtype) pair is loaded once per process and shared by every engine and deep copy.
+    The legacy engine always gets float32 weights; the fast one `resolve_dtype(dtype)`. `adapter`, a
+    LoRA adapter folder (`ppoga compile --optimizer finetune`), is merged into the weights. Each (model,
+    dtype, adapter content) is loaded once per process and shared by every engine and deep copy.
     """
     info = CATALOGUE[resolve_embedded_name(name)]
     chosen = "float32" if legacy else resolve_dtype(dtype)
     key = f"{info.name}:{chosen}"
+    folder = None
+    if adapter is not None:
+        folder = Path(adapter).resolve()
+        key += f"+{adapter_digest(folder)}"  # the content, not the path: a retrained adapter is another model
     with _REGISTRY_LOCK:  # one load per process even when several threads ask at once
         loaded = _REGISTRY.get(key)
         if loaded is None:
-            loaded = _REGISTRY[key] = _load(info, chosen)
+            loaded = _REGISTRY[key] = _load(info, chosen, folder)
     return loaded
 
 
@@ -617,6 +653,8 @@ class EmbeddedEngine:
         dtype: DTypeName | None = None,
         prefix_cache: bool = True,
         stop_loops: bool = True,
+        constrain: bool | None = None,
+        adapter: str | Path | None = None,
     ) -> None:
         self.name = resolve_embedded_name(name)
         self.info = CATALOGUE[self.name]
@@ -632,10 +670,15 @@ class EmbeddedEngine:
         self.prefix_cache = prefix_cache
         self.stop_loops = stop_loops
         self.threads = None if self.legacy else embedded_threads()
+        self.constrain = constrain_from_environment() if constrain is None else bool(constrain)
+        # Checked and hashed now, not at the first call: a missing adapter is a configuration error, and the
+        # digest is part of this engine's identity (the response cache never mixes base and adapted replies).
+        self.adapter = str(Path(adapter).resolve()) if adapter is not None else None
+        self.adapter_digest = adapter_digest(self.adapter) if self.adapter is not None else None
 
     def loaded(self) -> LoadedModel:
         """The weights this engine runs on (loading them on first use)."""
-        return load_embedded(self.name, dtype=self.dtype, legacy=self.legacy)
+        return load_embedded(self.name, dtype=self.dtype, legacy=self.legacy, adapter=self.adapter)
 
     @property
     def model_string(self) -> str:
@@ -644,7 +687,15 @@ class EmbeddedEngine:
 
     def __repr__(self) -> str:
         mode = "legacy" if self.legacy else f"dtype={self.dtype or 'auto'}"
-        return f"EmbeddedEngine({self.name!r}, prompt_style={self.prompt_style!r}, {mode})"
+        extra = f", adapter={self.adapter_digest}" if self.adapter else ""
+        return (f"EmbeddedEngine({self.name!r}, prompt_style={self.prompt_style!r}, {mode}, "
+                f"constrain={self.constrain}{extra})")
+
+    def with_adapter(self, adapter: str | Path | None) -> EmbeddedEngine:
+        """This engine's settings on the model with the LoRA adapter `adapter` merged in (None: the base model)."""
+        state = self.dump_state()
+        state["adapter"] = str(adapter) if adapter is not None else None
+        return type(self).load_state(state)
 
     # Optimizers deep-copy programs (and their LMs) constantly; the weights must never be copied.
     def __deepcopy__(self, memo: dict) -> EmbeddedEngine:
@@ -659,6 +710,12 @@ class EmbeddedEngine:
             "guide_adapter_fields": self.guide_adapter_fields,
             "legacy": self.legacy,
             "dtype": self.dtype,
+            "constrain": self.constrain,
+            "constraint_rules": _constraints.RULES_VERSION if self.constrain else None,  # identity only
+            # The adapter's path and the hash of its files: a cache key, so replies of the base model are
+            # never served for the adapted one (nor for a retrained adapter at the same path).
+            "adapter": self.adapter,
+            "adapter_digest": self.adapter_digest,
         }
 
     @classmethod
@@ -670,6 +727,8 @@ class EmbeddedEngine:
             guide_adapter_fields=bool(state.get("guide_adapter_fields", True)),
             legacy=state.get("legacy"),
             dtype=state.get("dtype"),
+            constrain=state.get("constrain"),
+            adapter=state.get("adapter"),
         )
 
     def _uses_template(self, tokenizer: Any) -> bool:
@@ -711,7 +770,10 @@ class EmbeddedEngine:
         ended_on_eos = len(new_tokens) > 0 and int(new_tokens[-1]) in _eos_ids(model, tokenizer)
         return _Raw(decoded[:cut] if cut >= 0 else decoded, int(len(new_tokens)), cut >= 0 or ended_on_eos)
 
-    def _continue(self, loaded: LoadedModel, text: str, budget: int, stops: Sequence[str], sampling: dict) -> _Raw:
+    def _continue(
+        self, loaded: LoadedModel, text: str, budget: int, stops: Sequence[str], sampling: dict,
+        ban_first: Sequence[int] = (),
+    ) -> _Raw:
         """The fast `_raw`: same tokens in, same stopping rules, but prefix-cached and with our own decode loop.
 
         Greedy decoding here picks exactly what `generate` picks (argmax of the last logits; the
@@ -740,6 +802,9 @@ class EmbeddedEngine:
             stopped = False
             for step in range(budget):
                 logits = model(input_ids=step_input, cache=kv, use_cache=True, logits_to_keep=1).logits[0, -1]
+                if step == 0 and ban_first:
+                    logits = logits.clone()
+                    logits[torch.tensor(list(ban_first), dtype=torch.long)] = float("-inf")
                 token = _pick(logits, sampling, generator)
                 generated.append(token)
                 if token in loaded.eos_ids:
@@ -793,6 +858,7 @@ class EmbeddedEngine:
         if temperature is not None and temperature > 0:
             sampling = {"do_sample": True, "temperature": float(temperature), "top_p": top_p, "top_k": None}
         fields = adapter_output_fields(chat) if self.guide_adapter_fields else []
+        constraints = _constraints.constraints_for(chat) if fields and self.constrain else {}
         threads = None if self.legacy else self.threads
         with loaded.lock, _TorchThreads(threads):
             if sampling["do_sample"] and seed is not None:
@@ -801,7 +867,8 @@ class EmbeddedEngine:
                 raw = self._raw(loaded, prompt, budget, [*stops, CHAT_ADAPTER_END], sampling)
                 finish = "stop" if raw.stopped or raw.new_tokens < budget else "length"
                 return Generation(raw.text.strip(), prompt_tokens, raw.new_tokens, finish)
-            return self._guided(loaded, prompt, prompt_tokens, fields, budget, [*stops, *_FIELD_STOPS], sampling)
+            return self._guided(loaded, prompt, prompt_tokens, fields, budget, [*stops, *_FIELD_STOPS], sampling,
+                                constraints)
 
     def _guided(
         self,
@@ -812,8 +879,13 @@ class EmbeddedEngine:
         budget: int,
         stops: Sequence[str],
         sampling: dict,
+        constraints: dict[str, _constraints.Constraint] | None = None,
     ) -> Generation:
-        """Write the ChatAdapter headers ourselves; the model fills in each field's value."""
+        """Write the ChatAdapter headers ourselves; the model fills in each field's value.
+
+        A field with a constraint (`lm/constraints.py`) is written by `_constrained`: the model chooses,
+        the engine writes the structure, so the value always parses and names only what it may name.
+        """
         tokenizer = loaded.tokenizer
         reply, used = "", 0
         if prompt.endswith(":"):  # an open "Assistant:" turn of a transcript: the reply starts after a space
@@ -823,6 +895,13 @@ class EmbeddedEngine:
             used += len(tokenizer(header, add_special_tokens=False)["input_ids"])
             if used >= budget:
                 return Generation(reply.strip(), prompt_tokens, used, "length")
+            constraint = (constraints or {}).get(field)
+            if constraint is not None:
+                value, spent = self._constrained(loaded, prompt + reply + header, constraint, budget - used, stops,
+                                                 sampling)
+                used += spent
+                reply += header + value + "\n\n"
+                continue
             raw = self._raw(loaded, prompt + reply + header, budget - used, stops, sampling)
             used += raw.new_tokens
             reply += header + raw.text.strip() + "\n\n"
@@ -831,6 +910,128 @@ class EmbeddedEngine:
         reply += CHAT_ADAPTER_END
         used += len(tokenizer(CHAT_ADAPTER_END, add_special_tokens=False)["input_ids"])
         return Generation(reply, prompt_tokens, used, "stop")
+
+    # -- constrained values (lm/constraints.py) ----------------------------------------------------------
+
+    def _constrained(
+        self, loaded: LoadedModel, text: str, constraint: _constraints.Constraint, budget: int,
+        stops: Sequence[str], sampling: dict,
+    ) -> tuple[str, int]:
+        """The value of one constrained field written after `text`, and the tokens it cost."""
+        if isinstance(constraint, _constraints.Choice):
+            value = self._choice(loaded, text, constraint, sampling)
+        elif isinstance(constraint, _constraints.OneOf):
+            trie = _constraints.TokenTrie.of_texts(loaded.tokenizer, constraint.options)
+            index, _ = self._choose(loaded, text, trie, loaded.tokens_starting_with("\n"), sampling)
+            value = constraint.options[index if index is not None else 0]
+        else:
+            value = self._object_list(loaded, text, constraint, budget, stops, sampling)
+        return value, len(loaded.tokenizer(value, add_special_tokens=False)["input_ids"])
+
+    def _choice(self, loaded: LoadedModel, text: str, choice: _constraints.Choice, sampling: dict) -> str:
+        """`["name", ...]`: one to `choice.limit` distinct options, each decoded through the options' token trie."""
+        tokenizer = loaded.tokenizer
+        quote_ids = loaded.tokens_starting_with('"')
+        separators = _constraints.TokenTrie.of_texts(tokenizer, ['"]', '", "'])
+        value, chosen = '["', []
+        while len(chosen) < choice.limit:
+            remaining = [o for o in choice.options if o not in chosen]
+            if not remaining:
+                break
+            bodies = [_constraints.json_string_body(o) for o in remaining]
+            index, _ = self._choose(loaded, text + value, _constraints.TokenTrie.of_texts(tokenizer, bodies),
+                                    quote_ids, sampling)
+            if index is None:
+                break
+            chosen.append(remaining[index])
+            value += bodies[index]
+            if len(chosen) == choice.limit or len(remaining) == 1:
+                break
+            more, _ = self._choose(loaded, text + value, separators, [], sampling)
+            if more != 1:
+                break
+            value += '", "'
+        return value + '"]' if chosen else "[]"
+
+    def _object_list(
+        self, loaded: LoadedModel, text: str, shape: _constraints.ObjectList, budget: int,
+        stops: Sequence[str], sampling: dict,
+    ) -> str:
+        """`[{"p": "...", ...}, ...]`: keys and punctuation written here, each string by the model (one line)."""
+        tokenizer = loaded.tokenizer
+        # The closing quote belongs to the separator: after a string the model would write `"},` or `"}]` as
+        # one token, and a lone `"` token at the end of the text leaves it off its own distribution.
+        separators = _constraints.TokenTrie.of_texts(tokenizer, ['"}]', '"}, {'])
+        string_stops = ['"', "\n", *stops]
+        banned = loaded.tokens_starting_with('"')  # an empty first string (`""`) is no step
+        value, spent = "[{", 0  # each string is left open: the next key's or the separator's text closes it
+        for count in range(1, shape.limit + 1):
+            for position, name in enumerate(shape.properties):
+                value += ('"' if position == 0 else '", "') + f'{name}": "'
+                room = max(1, min(_constraints.STRING_TOKENS, budget - spent))
+                if self.legacy:
+                    raw = self._raw(loaded, text + value, room, string_stops, sampling)
+                else:
+                    raw = self._continue(loaded, text + value, room, string_stops, sampling,
+                                         ban_first=banned if position == 0 else ())
+                spent += raw.new_tokens
+                value += _constraints.json_string_body(raw.text.strip())
+            if count == shape.limit or spent >= budget:
+                break
+            more, _ = self._choose(loaded, text + value, separators, [], sampling)
+            if more != 1:
+                break
+            value += '"}, {'
+        return value + '"}]'
+
+    def _choose(
+        self, loaded: LoadedModel, text: str, trie: _constraints.TokenTrie, end_ids: Sequence[int], sampling: dict
+    ) -> tuple[int | None, int]:
+        """Decode one option of `trie` after `text`: the option's index (None for an empty trie) and tokens decoded.
+
+        Each step the model's logits are masked to the tokens the trie allows next; where only one token
+        is allowed it is taken without running the model. Where an option ends but a longer one goes on
+        (`film` / `film.director`), the option ends when the best of `end_ids` (what may follow it, e.g.
+        a closing quote) beats every continuation. Prefix-cached like `_continue`.
+        """
+        import torch
+
+        model, tokenizer = loaded.model, loaded.tokenizer
+        ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
+        store = loaded.prefix_cache if self.prefix_cache else None
+        kv, reused = store.take(ids) if store is not None else (None, 0)
+        if kv is None:
+            from transformers import DynamicCache
+
+            kv = DynamicCache()
+        fed, pending = list(ids[:reused]), list(ids[reused:])
+        node, picked = trie.root, 0
+        ends = torch.tensor(list(end_ids), dtype=torch.long) if end_ids else None
+        with torch.inference_mode():
+            while True:
+                nexts, ended = trie.next_tokens(node), trie.ended(node)
+                if not nexts:
+                    break
+                if len(nexts) == 1 and ended is None:
+                    token = nexts[0]  # forced: no choice, no forward pass
+                else:
+                    step = torch.tensor([pending], dtype=torch.long)
+                    logits = model(input_ids=step, cache=kv, use_cache=True, logits_to_keep=1).logits[0, -1]
+                    fed += pending
+                    pending = []
+                    scores = logits[torch.tensor(nexts, dtype=torch.long)].float()
+                    if ended is not None and ends is not None:
+                        scores = torch.cat([scores, logits[ends].float().max().reshape(1)])
+                    pick = _pick(scores, sampling, None)
+                    if pick == len(nexts):  # the option ending here beat every continuation
+                        break
+                    token = nexts[pick]
+                pending.append(token)
+                picked += 1
+                node = node[token]
+        if store is not None and fed:
+            store.put(fed, kv)  # the cache holds exactly the positions of `fed`
+        return trie.ended(node), picked
 
     def complete(self, request: Any) -> Any:
         """DSPy's engine entry point: one lm15 Request in, one Response out (with usage)."""

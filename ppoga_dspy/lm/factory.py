@@ -98,6 +98,8 @@ def make_lm(
     cache: bool | None = None,
     num_retries: int | None = None,
     timeout: float | None = None,
+    constrain: bool | None = None,
+    adapter: str | None = None,
     **kwargs: Any,
 ) -> dspy.LM:
     """Build a `dspy.LM` from a spec (see `ppoga_dspy.lm.spec` for the syntax) or pass an LM through.
@@ -113,6 +115,10 @@ def make_lm(
     - `timeout` (default 120 s) bounds each attempt of a remote call; `num_retries` (default 3 remote, 0
       embedded) transient failures are retried with backoff, then the error propagates (see `GuardedLM`).
     - `cache` (default True): replies are cached by endpoint, engine and request; bad replies never are.
+    - `constrain` (embedded model only; default $PPOGA_EMBEDDED_CONSTRAIN, on): decode-time constraints on
+      choices, decisions and plans (`lm/constraints.py`). Ignored for remote models, which are validated
+      and salvaged after the reply instead.
+    - `adapter` (embedded model only): a LoRA adapter folder merged into the weights (`lm/lora.py`).
 
     Raises LMConfigError for an invalid spec or option.
     """
@@ -141,7 +147,9 @@ def make_lm(
                 f"{spec!r} is the embedded in-process model; it takes no api_base/api_key. "
                 "For a model behind an OpenAI-compatible server write openai/NAME@http://HOST:PORT/v1"
             )
-        return _make_embedded(parsed, overrides, kwargs)
+        return _make_embedded(parsed, overrides, kwargs, constrain=constrain, adapter=adapter)
+    if adapter is not None:
+        raise LMConfigError(f"a LoRA adapter applies to the embedded model only, not to {spec!r}")
     if api_base:
         api_base = check_base_url(api_base, spec=spec)
         if parsed.api_base and parsed.api_base != api_base:
@@ -163,10 +171,13 @@ def make_lm(
     return _construct(parsed.model_string, {**settings, **kwargs})
 
 
-def _make_embedded(parsed: LMSpec, overrides: dict[str, Any], kwargs: dict[str, Any]) -> dspy.LM:
+def _make_embedded(
+    parsed: LMSpec, overrides: dict[str, Any], kwargs: dict[str, Any], *, constrain: bool | None = None,
+    adapter: str | None = None,
+) -> dspy.LM:
     from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MAX_TOKENS, EmbeddedEngine
 
-    engine = kwargs.pop("engine", None) or EmbeddedEngine(parsed.model)
+    engine = kwargs.pop("engine", None) or EmbeddedEngine(parsed.model, constrain=constrain, adapter=adapter)
     settings = {
         "temperature": overrides.get("temperature", DEFAULT_TEMPERATURE),
         "max_tokens": overrides.get("max_tokens", DEFAULT_EMBEDDED_MAX_TOKENS),
@@ -220,6 +231,7 @@ def build_role_lms(settings: LMSettings | None = None) -> dict[str, dspy.LM]:
                 options.pop("api_base")
                 options.pop("api_key_env")
                 options.pop("timeout")
+                options["constrain"] = settings.constrain
             elif parsed.api_base:  # a spec's own @URL wins over the shared api_base setting
                 options.pop("api_base")
             built[spec] = make_lm(spec, **options)
@@ -228,6 +240,21 @@ def build_role_lms(settings: LMSettings | None = None) -> dict[str, dspy.LM]:
     planner = lm_for(settings.planner_spec)
     executor = lm_for(settings.executor_spec)
     return dict(zip(ROLES, (planner, executor), strict=True))
+
+
+def with_adapter(lm: Any, adapter: str | None) -> Any:
+    """`lm` on the embedded model with the LoRA adapter `adapter` merged in; any other LM is returned as it is.
+
+    For an artifact made by `--optimizer finetune`: its adapter belongs to the embedded model it was
+    trained on. The new engine's identity carries the adapter's digest, so cached replies of the base
+    model are never reused for the adapted one.
+    """
+    from ppoga_dspy.lm.embedded import EmbeddedEngine
+
+    engine = getattr(lm, "engine", None)
+    if adapter is None or not isinstance(engine, EmbeddedEngine):
+        return lm
+    return lm.copy(engine=engine.with_adapter(adapter))
 
 
 def lm_spec_of(lm: dspy.BaseLM) -> str:

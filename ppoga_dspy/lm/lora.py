@@ -3,10 +3,13 @@
 The adapter is merged into the weights (`merge_and_unload`), so generation costs exactly what the base
 model costs. `peft` is imported only here, and only when an adapter is used.
 
-Hook for the embedded engine (lm/embedded.py, owned elsewhere): after `_load` has built `model`, the
-one line `model = apply_adapter(model, adapter_path)` is all that is needed, with the adapter path in
-the registry key and in the engine's model string (`local/gemma3-270m+ADAPTER_DIGEST`) so DSPy's cache
-never mixes replies of the base and the adapted model; `adapter_digest(path)` gives that suffix.
+The embedded engine applies it: `EmbeddedEngine(adapter=PATH)` (or `with_adapter(lm, PATH)` in
+lm/factory.py, which `open_program` calls for an artifact that names an adapter) loads the base weights
+and merges the adapter in `_load`. `adapter_digest(path)` (a hash of the adapter's files) is in the
+process registry key, so base and adapted weights live side by side, and in the engine's `dump_state`,
+which keys the response cache: a reply of the base model (or of an earlier training of the same
+folder) is never served for the adapted one. The model string stays `local/NAME`, so the artifact's LM
+description still matches.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ ENV_VARS: dict[str, str] = {
     "cache": "PPOGA_LM_CACHE",
     "num_retries": "PPOGA_LM_NUM_RETRIES",
     "timeout": "PPOGA_LM_TIMEOUT",
+    "constrain": "PPOGA_EMBEDDED_CONSTRAIN",  # read by the engine too (lm/embedded.py CONSTRAIN_ENV)
 }
 #: `PPOGA_NO_CACHE=1` (or true/yes/on) turns the response cache off, like `--no-cache`.
 NO_CACHE_ENV = "PPOGA_NO_CACHE"
@@ -85,6 +86,9 @@ class LMSettings(BaseSettings):
     cache: bool = Field(True, description="reuse cached replies (keyed by endpoint and engine)")
     num_retries: int = Field(3, ge=0, description="retries of a transient failure (timeout, 5xx), with backoff")
     timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="seconds per attempt of a remote LM call")
+    constrain: bool = Field(True, description="embedded model: decode choices and plans under constraints, so a "
+                            "relation/entity choice names only candidates and a decision is one of the four "
+                            "(lm/constraints.py); no effect on remote models")
 
     @field_validator("lm", "executor_lm")
     @classmethod
@@ -252,6 +256,11 @@ def add_lm_options(parser: argparse.ArgumentParser) -> None:
         "[PPOGA_LM_NUM_RETRIES; default 3]",
     )
     group.add_argument(
+        "--no-constrain", dest="no_constrain", action="store_true", default=None,
+        help="embedded model: decode freely instead of constraining choices to the candidates "
+        "[PPOGA_EMBEDDED_CONSTRAIN=0]",
+    )
+    group.add_argument(
         "--no-cache", dest="no_cache", action="store_true", default=None,
         help="always ask the model; never reply from the response cache [PPOGA_NO_CACHE=1]",
     )
@@ -267,6 +276,7 @@ def lm_settings_from_args(args: argparse.Namespace, **extra: Any) -> LMSettings:
         "timeout": getattr(args, "lm_timeout", None),
         "num_retries": getattr(args, "lm_retries", None),
         "cache": False if getattr(args, "no_cache", None) else None,
+        "constrain": False if getattr(args, "no_constrain", None) else None,
     }
     cli.update(extra)
     return load_lm_settings(config=getattr(args, "config", None), **cli)

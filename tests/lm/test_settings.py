@@ -107,6 +107,7 @@ def test_every_setting_has_an_environment_variable(monkeypatch):
         "cache": "false",
         "num_retries": "0",
         "timeout": "9.5",
+        "constrain": "0",
     }
     assert set(values) == set(ENV_VARS) == set(LMSettings.model_fields)
     for field, value in values.items():
@@ -122,6 +123,7 @@ def test_every_setting_has_an_environment_variable(monkeypatch):
         "cache": False,
         "num_retries": 0,
         "timeout": 9.5,
+        "constrain": False,
     }
 
 

@@ -1,0 +1,255 @@
+"""Decode-time constraints for the embedded engine: which output fields of a ChatAdapter prompt have a
+closed set of right answers, and the token trie that keeps decoding inside that set.
+
+A tiny model asked to "copy the relation names exactly from the candidates" paraphrases, invents
+names or writes prose, and the Executor then falls back to the best-ranked candidate. The engine
+already writes the `[[ ## field ## ]]` headers itself (field-guided decoding); with constraints it
+also writes the structure of three kinds of value and lets the model choose only where a choice is
+real:
+
+- a *choice* (`list[str]` output whose candidates are in the prompt's `candidates` input: the
+  Executor's `relations` and `entities`): a JSON list of one to `CHOICE_LIMIT` candidate names, each
+  decoded through a trie of the candidates' tokens, so every name is exactly one of them;
+- a *one-of* (`Literal[...]` output, e.g. Evaluate's `decision`): exactly one of the literals;
+- an *object list* (`list[Model]` whose JSON schema items are objects of string properties, e.g.
+  Decompose's `steps`, Replan's `new_steps`): `[{"objective": "...", "expected_outcome": "..."}]`,
+  the keys and punctuation written by the engine, the strings by the model.
+
+Everything here reads only the prompt text DSPy's ChatAdapter writes (`lm` may import no signatures):
+the closing "Respond with the corresponding output fields, starting with ..." sentence names the
+output fields and their types, the system message carries each field's description and JSON schema,
+and the last user message carries the inputs. A prompt that does not parse as expected gets no
+constraint: the field is decoded freely, as before.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Bumped whenever the constrained decoder writes different replies for the same prompt: it is part of the
+#: engine's identity (`EmbeddedEngine.dump_state`), so the response cache never serves an older decoder's reply.
+RULES_VERSION = 2
+#: Names chosen at most per choice field: the Executor follows at most 3 relations / entities per step by
+#: default (`relations_per_step`, `entities_per_step`), so a fourth would be cut anyway.
+CHOICE_LIMIT = 3
+#: Objects at most in a constrained object list (Decompose asks for "usually 1 to 3" steps).
+OBJECT_LIMIT = 4
+#: Tokens at most per free string inside an object (a step's objective or expected outcome).
+STRING_TOKENS = 48
+#: Output fields that choose among the prompt's `candidates` even without "from the candidates" in their description.
+CHOICE_FIELDS = ("relations", "entities")
+
+# `[[ ## name ## ]]` optionally followed by ` (must be formatted as a valid Python TYPE)`.
+_REMINDER_FIELD = re.compile(r"`\[\[ ## (\w+) ## \]\]`(?: \(must be formatted as a valid Python (.*?)\))?(?=,|$| and)")
+_REMINDER = re.compile(
+    r"Respond with the corresponding output fields, starting with the field (.*?)"
+    r",? and then ending with the marker for `\[\[ ## completed ## \]\]`",
+    re.S,
+)
+_SECTION = re.compile(
+    r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with the corresponding|\Z)", re.S
+)
+_SCHEMA_NOTE = "# note: the value you produce must adhere to the JSON schema: "
+_DESCRIPTION = re.compile(r"^\d+\. `(\w+)` \([^\n]*?\): ?(.*)$", re.M)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A JSON list of names, each one of `options` (no repeats), at most `limit` of them."""
+
+    options: tuple[str, ...]
+    limit: int = CHOICE_LIMIT
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Exactly one of `options`, written bare (how ChatAdapter writes a Literal)."""
+
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    """A JSON list of one to `limit` objects with these string properties, in this order."""
+
+    properties: tuple[str, ...]
+    limit: int = OBJECT_LIMIT
+
+
+Constraint = Choice | OneOf | ObjectList
+
+
+@dataclass
+class PromptFields:
+    """What one ChatAdapter prompt asks for: output fields in order, their types, descriptions, schemas, inputs."""
+
+    outputs: list[str] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)
+    descriptions: dict[str, str] = field(default_factory=dict)
+    schemas: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
+
+
+def read_prompt(chat: Sequence[dict[str, str]]) -> PromptFields:
+    """Parse the output fields (with types), their descriptions and schemas, and the last user message's inputs."""
+    last_user = next((m["content"] for m in reversed(chat) if m["role"] == "user"), "")
+    system = next((m["content"] for m in chat if m["role"] == "system"), "")
+    found = PromptFields()
+    reminder = _REMINDER.search(last_user)
+    if reminder is None:
+        return found
+    for name, type_text in _REMINDER_FIELD.findall(reminder.group(1)):
+        found.outputs.append(name)
+        found.types[name] = type_text or "str"
+    for name, text in _DESCRIPTION.findall(system):
+        found.descriptions.setdefault(name, text.strip())
+    for name in found.outputs:
+        start = system.find(f"{{{name}}}        {_SCHEMA_NOTE}")
+        if start >= 0:
+            line = system[start:].split("\n", 1)[0]
+            try:
+                found.schemas[name] = json.loads(line.split(_SCHEMA_NOTE, 1)[1])
+            except (json.JSONDecodeError, IndexError):
+                pass
+    body = last_user[: reminder.start()]
+    for name, value in _SECTION.findall(body):
+        found.inputs[name] = value.strip()
+    return found
+
+
+def _string_list(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+        except (ValueError, SyntaxError, TypeError):
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return value
+    return None
+
+
+#: SelectEntities shows each candidate as "entity  <- (head, relation, tail)"; its bare name is a valid choice too.
+ENTITY_LINE_MARK = "  <- "
+
+
+def choice_options(candidates: Sequence[str]) -> tuple[str, ...]:
+    """Every candidate, and each line's bare entity name before `ENTITY_LINE_MARK` (no duplicates, order kept)."""
+    options: dict[str, None] = {}
+    for candidate in candidates:
+        if ENTITY_LINE_MARK in candidate:
+            options.setdefault(candidate.split(ENTITY_LINE_MARK, 1)[0].strip(), None)
+        options.setdefault(candidate, None)
+    return tuple(o for o in options if o)
+
+
+def _literal_options(type_text: str) -> tuple[str, ...] | None:
+    if not (type_text.startswith("Literal[") and type_text.endswith("]")):
+        return None
+    try:
+        values = ast.literal_eval("[" + type_text[len("Literal[") : -1] + "]")
+    except (ValueError, SyntaxError):
+        return None
+    options = tuple(str(v) for v in values if isinstance(v, (str, int)) and not isinstance(v, bool))
+    return options or None
+
+
+def _object_properties(schema: Any) -> tuple[str, ...] | None:
+    """The property names of a list-of-objects schema whose properties are all strings (required first)."""
+    if not isinstance(schema, dict) or schema.get("type") != "array":
+        return None
+    items = schema.get("items") or {}
+    if "$ref" in items:
+        ref = str(items["$ref"]).rsplit("/", 1)[-1]
+        items = (schema.get("$defs") or {}).get(ref) or {}
+    properties = items.get("properties") if isinstance(items, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return None
+    if any(not isinstance(p, dict) or p.get("type") != "string" for p in properties.values()):
+        return None
+    required = [p for p in items.get("required", []) if p in properties]
+    return tuple(required + [p for p in properties if p not in required])
+
+
+def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
+    """Output field -> its constraint, for the fields of this prompt that have one (others are decoded freely)."""
+    prompt = read_prompt(chat)
+    found: dict[str, Constraint] = {}
+    candidates = _string_list(prompt.inputs.get("candidates"))
+    for name in prompt.outputs:
+        type_text = prompt.types.get(name, "str")
+        if type_text == "list[str]" and candidates and (
+            name in CHOICE_FIELDS or "from the candidates" in prompt.descriptions.get(name, "")
+        ):
+            found[name] = Choice(choice_options(candidates))
+        elif (options := _literal_options(type_text)) is not None:
+            found[name] = OneOf(options)
+        elif type_text.startswith("list[") and (properties := _object_properties(prompt.schemas.get(name))):
+            found[name] = ObjectList(properties)
+    return found
+
+
+class TokenTrie:
+    """The token sequences of a set of options as a trie: which tokens may come next after a prefix.
+
+    A node is a dict of token -> child node; the key `TokenTrie.END` marks that an option ends there
+    (its value is the option's index).
+    """
+
+    END = -1
+
+    def __init__(self, sequences: Sequence[Sequence[int]]) -> None:
+        self.root: dict[int, Any] = {}
+        for index, sequence in enumerate(sequences):
+            node = self.root
+            for token in sequence:
+                node = node.setdefault(int(token), {})
+            node.setdefault(self.END, index)  # the first option wins when two tokenize the same
+
+    @classmethod
+    def of_texts(cls, tokenizer: Any, texts: Sequence[str]) -> TokenTrie:
+        return cls([tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts])
+
+    @staticmethod
+    def next_tokens(node: dict[int, Any]) -> list[int]:
+        """Tokens allowed after this node (END excluded)."""
+        return [t for t in node if t != TokenTrie.END]
+
+    @staticmethod
+    def ended(node: dict[int, Any]) -> int | None:
+        """The index of the option that ends at this node, or None."""
+        return node.get(TokenTrie.END)
+
+    def walk(self, tokens: Sequence[int]) -> dict[int, Any] | None:
+        """The node reached by `tokens` from the root, or None when they leave the trie."""
+        node = self.root
+        for token in tokens:
+            node = node.get(int(token))
+            if node is None:
+                return None
+        return node
+
+
+def tokens_starting_with(tokenizer: Any, prefixes: Sequence[str]) -> list[int]:
+    """Ids of the vocabulary tokens whose text starts with one of `prefixes` (what may follow a finished option)."""
+    pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    wanted = tuple(prefixes)
+    out = []
+    for index, piece in enumerate(pieces):
+        if not piece:
+            continue
+        text = piece.replace("\u2581", " ")  # SentencePiece's word-start mark
+        if text.startswith(wanted):
+            out.append(index)
+    return out
+
+
+def json_string_body(text: str) -> str:
+    """`text` as the inside of a JSON string literal (quotes and backslashes escaped, no surrounding quotes)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]

@@ -1,0 +1,161 @@
+"""Decode-time constraints of the embedded engine: what they read from DSPy's prompts, the token trie on the
+real tokenizer, the switch and its place in the engine's identity, and (few, slow) real-model decodes."""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+
+from ppoga_dspy.lm.constraints import (
+    RULES_VERSION,
+    Choice,
+    ObjectList,
+    OneOf,
+    TokenTrie,
+    choice_options,
+    constraints_for,
+    read_prompt,
+)
+from ppoga_dspy.lm.embedded import CONSTRAIN_ENV, EmbeddedEngine
+from ppoga_dspy.lm.errors import LMConfigError
+from ppoga_dspy.lm.guard import engine_identity
+from ppoga_dspy.signatures.executor import SelectEntities, SelectRelations
+from ppoga_dspy.signatures.planner import Answer, Decompose, Evaluate, PlanStep, Replan, Think
+from ppoga_dspy.signatures.vocabulary import Decision
+
+RELATIONS = ["zq.member_of_squad", "zq.member_of_squad (reverse)", "wc.player.plays_for", "wc.coach"]
+ENTITY_LINES = ["Lionel Messi  <- (Argentina, squad, Lionel Messi)",
+                "Sergio Aguero  <- (Argentina, squad, Sergio Aguero)"]
+
+
+def chat_for(signature, **inputs):
+    return dspy.ChatAdapter().format(signature, demos=[], inputs=inputs)
+
+
+def relations_chat():
+    return chat_for(SelectRelations, question="Which club does Messi play for?", step="find the club of the player",
+                    entity="Lionel Messi", candidates=RELATIONS)
+
+
+def test_choice_fields_read_their_candidates_from_the_prompt():
+    assert constraints_for(relations_chat()) == {"relations": Choice(tuple(RELATIONS))}
+    entities = constraints_for(chat_for(SelectEntities, question="q", step="s", candidates=ENTITY_LINES))
+    # a candidate line's bare entity name is a valid choice too; `rationale` stays free
+    assert entities == {"entities": Choice(("Lionel Messi", ENTITY_LINES[0], "Sergio Aguero", ENTITY_LINES[1]))}
+
+
+def test_decisions_are_the_four_and_plans_are_lists_of_steps():
+    evaluate = constraints_for(chat_for(Evaluate, question="q", plan="p", step="s", observation="o", thought="t",
+                                        memory="m"))
+    assert evaluate == {"decision": OneOf(tuple(d.value for d in Decision))}
+    plan = ObjectList(("objective", "expected_outcome"))  # required property first
+    assert constraints_for(chat_for(Decompose, question="q", topic_entities=["A"])) == {"steps": plan}
+    replan = chat_for(Replan, question="q", topic_entities=["A"], failed_plan="x", knowledge="k")
+    assert constraints_for(replan) == {"new_steps": plan}
+
+
+def test_free_text_fields_get_no_constraint():
+    assert constraints_for(chat_for(Answer, question="q", evidence=["(a, r, b)"])) == {}
+    assert constraints_for(chat_for(Think, question="q", step="s", prediction="p", observation="o", memory="m")) == {}
+    assert constraints_for([{"role": "user", "content": "Just chat."}]) == {}
+
+
+def test_the_prompt_reader_takes_the_last_user_message_with_demos_before_it():
+    demo = dspy.Example(question="q0", step="s0", entity="e0", candidates=["old.relation"], relations=["old.relation"])
+    chat = dspy.ChatAdapter().format(SelectRelations, demos=[demo], inputs=dict(
+        question="q", step="s", entity="e", candidates=RELATIONS))
+    assert len(chat) > 2
+    prompt = read_prompt(chat)
+    assert prompt.outputs == ["relations"] and prompt.types["relations"] == "list[str]"
+    assert constraints_for(chat)["relations"].options == tuple(RELATIONS)  # not the demo's candidates
+
+
+def test_choice_options_keep_order_and_drop_duplicates():
+    lines = ["a  <- (x, r, a)", "a  <- (y, r, a)", "b"]
+    assert choice_options(lines) == ("a", lines[0], lines[1], "b")
+
+
+def test_constrain_switch_is_part_of_the_engine_identity(monkeypatch):
+    monkeypatch.delenv(CONSTRAIN_ENV, raising=False)
+    on, off = EmbeddedEngine(), EmbeddedEngine(constrain=False)
+    assert on.constrain is True and off.constrain is False
+    assert engine_identity(on) != engine_identity(off)  # the response cache never mixes the two
+    assert EmbeddedEngine.load_state(off.dump_state()).constrain is False
+    assert on.dump_state()["constraint_rules"] == RULES_VERSION  # a new decoder never reuses an old one's replies
+    monkeypatch.setenv(CONSTRAIN_ENV, "0")
+    assert EmbeddedEngine().constrain is False
+    monkeypatch.setenv(CONSTRAIN_ENV, "maybe")
+    with pytest.raises(LMConfigError, match=CONSTRAIN_ENV):
+        EmbeddedEngine()
+
+
+def test_the_constrain_setting_reaches_the_embedded_engine(monkeypatch, tmp_path):
+    from ppoga_dspy.lm import ENV_VARS, build_role_lms, load_lm_settings
+
+    assert ENV_VARS["constrain"] == CONSTRAIN_ENV  # one variable, read by the settings and by a bare engine
+    monkeypatch.delenv(CONSTRAIN_ENV, raising=False)
+    assert build_role_lms(load_lm_settings(lm="local/embedded"))["planner"].engine.constrain is True
+    monkeypatch.setenv(CONSTRAIN_ENV, "false")
+    assert build_role_lms(load_lm_settings(lm="local/embedded"))["executor"].engine.constrain is False
+    monkeypatch.delenv(CONSTRAIN_ENV)
+    config = tmp_path / "ppoga.toml"
+    config.write_text('[lm]\nlm = "local/embedded"\nconstrain = false\n')
+    assert build_role_lms(load_lm_settings(config=config))["planner"].engine.constrain is False
+
+
+@pytest.mark.slow
+def test_the_trie_on_the_real_tokenizer_holds_exactly_the_candidates(embedded_engine):
+    tokenizer = embedded_engine.loaded().tokenizer
+    trie = TokenTrie.of_texts(tokenizer, RELATIONS)
+    for index, name in enumerate(RELATIONS):
+        ids = tokenizer(name, add_special_tokens=False)["input_ids"]
+        node = trie.walk(ids)
+        assert node is not None and TokenTrie.ended(node) == index
+        assert TokenTrie.ended(trie.walk(ids[:-1])) is None  # a proper prefix is no candidate
+    # "zq.member_of_squad" ends where the "(reverse)" one goes on: both ways stay open
+    assert TokenTrie.next_tokens(trie.walk(tokenizer(RELATIONS[0], add_special_tokens=False)["input_ids"]))
+    assert trie.walk(tokenizer("wc.player.nationality", add_special_tokens=False)["input_ids"]) is None
+
+
+@pytest.mark.slow
+def test_masked_decoding_always_lands_on_a_candidate_even_when_sampling(embedded_engine):
+    import torch
+
+    loaded = embedded_engine.loaded()
+    trie = TokenTrie.of_texts(loaded.tokenizer, RELATIONS)
+    text = embedded_engine.render(relations_chat()) + ' [[ ## relations ## ]]\n["'
+    sampling = {"do_sample": True, "temperature": 2.0, "top_p": None, "top_k": None}
+    picked = set()
+    for seed in range(4):
+        torch.manual_seed(seed)
+        index, tokens = embedded_engine._choose(loaded, text, trie, loaded.tokens_starting_with('"'), sampling)
+        assert index is not None and 0 <= index < len(RELATIONS) and tokens >= 1
+        picked.add(index)
+    assert picked <= set(range(len(RELATIONS)))
+
+
+@pytest.mark.slow
+def test_a_select_relations_call_decodes_to_candidate_names(embedded_engine):
+    """The real model through DSPy: unconstrained it writes a question back; constrained, candidate names."""
+    from ppoga_dspy.lm.factory import make_lm
+
+    inputs = dict(question="Which club does Messi play for?", step="find the club of the player",
+                  entity="Lionel Messi", candidates=RELATIONS)
+    engine = embedded_engine if embedded_engine.constrain else EmbeddedEngine(constrain=True)
+    with dspy.context(lm=make_lm(engine.model_string, engine=engine, cache=False),
+                      adapter=dspy.ChatAdapter(use_json_adapter_fallback=False)):
+        relations = dspy.Predict(SelectRelations)(**inputs).relations
+        evaluate = dspy.Predict(Evaluate)(question="Which club does Messi play for?", plan="1. find the club",
+                                          step="find the club", observation="(Messi, plays_for, Inter Miami)",
+                                          thought="the club is found", memory="")
+        decompose = dspy.Predict(Decompose)
+        decompose.demos = [dspy.Example(question=q, topic_entities=[t], steps=[
+            {"objective": f"follow relation {a}", "expected_outcome": "an entity"},
+            {"objective": f"follow relation {b}", "expected_outcome": "an entity"}]) for q, t, a, b in (
+            ("what is the nationality of the spouse of anne_of_denmark ?", "anne_of_denmark", "spouse", "nationality"),
+            ("which religion is the father of louis_xiv ?", "louis_xiv", "parents", "religion"))]
+        steps = decompose(question="which nationality is the couple of frederica ?", topic_entities=["frederica"]).steps
+    assert relations and set(relations) <= set(RELATIONS) and len(relations) == len(set(relations))
+    assert evaluate.decision in {d.value for d in Decision}
+    # two-step demos give a two-step plan: the engine's separators must not cut a plan after its first step
+    assert len(steps) >= 2 and all(isinstance(s, PlanStep) and s.objective.strip() for s in steps)
