@@ -28,6 +28,7 @@ class PlanStepState:
     attempts: int = 0
     outcome: str = ""  # what the step found (completed) or why it failed
     missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
+    prediction: str = ""  # `--stages fused`: predicted ahead (by Decompose, or the evaluation that proceeded here)
 
     def text(self) -> str:
         expected = f" (expect: {self.expected_outcome})" if self.expected_outcome else ""
