@@ -132,30 +132,24 @@ class DecomposePredict(dspy.Signature):
 
 
 class ThinkEvaluate(dspy.Signature):
-    """Compare what was predicted for this step with what the graph returned, then decide what to do next.
+    """Judge this step's observation against its prediction, then decide what to do next.
 
-    Say whether the observation meets the step's objective, what differs from the prediction and what
-    is still missing. Then decide:
     proceed: the step's objective is met and more steps remain.
     correct_path: the step failed (wrong or empty facts) but the plan is sound; retry it on another path.
     replan: the plan itself is wrong or keeps failing; make a new plan.
     finish: the facts gathered are enough to answer the question now.
-    When you proceed, predict what the next step will find. When you finish (or this step completes
-    the plan), give the answer entities exactly as they are named in the facts, best first.
+    On proceed, predict the next step; on finish or after the last step, answer with names from the facts.
     """
 
     question: str = dspy.InputField()
-    step: str = dspy.InputField(desc="the objective of the current step")
+    step: str = dspy.InputField(desc="the current step's objective")
     prediction: str = dspy.InputField(desc="what was expected before acting")
     observation: str = dspy.InputField(desc="the facts the graph returned for this step")
-    memory: str = dspy.InputField(desc="the plan with each step's status and outcome, the chains found, what failed")
-    next_step: str = dspy.InputField(desc="the objective of the plan's next step, or 'none' after the last step")
+    memory: str = dspy.InputField(desc="the plan with each step's status, the facts found, what failed")
+    next_step: str = dspy.InputField(desc="the next step's objective, or 'none' after the last step")
     thought: str = dspy.OutputField(desc="does the observation meet the objective, and how it differs")
-    missing: str = dspy.OutputField(desc="what is still missing to answer the question, or 'nothing'")
+    missing: str = dspy.OutputField(desc="what is still missing, or 'nothing'")
     decision: DecisionName = dspy.OutputField()
     reason: str = dspy.OutputField(desc="one sentence justifying the decision")
-    next_prediction: str = dspy.OutputField(
-        default="", desc="when proceeding: the next step's expected relation, entity type and, if known, entity")
-    answers: list[str] = dspy.OutputField(
-        default=[], desc="when finishing or after the last step: answer entity names from the facts, best first; "
-        "else empty")
+    next_prediction: str = dspy.OutputField(default="", desc="on proceed: the next step's expected relation and entity")
+    answers: list[str] = dspy.OutputField(default=[], desc="on finish: answer entity names, best first; else []")
