@@ -129,6 +129,8 @@ def main() -> int:
     parser.add_argument("--split", choices=("train", "dev", "test"), default="test",
                         help="which split's questions (default test; choose gate margins on dev)")
     parser.add_argument("--no-prediction", action="store_true", help="ablation: prediction off in every row")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                        help="a threshold of every row, as `ppoga --set` (e.g. evidence_tokens=400)")
     args = parser.parse_args()
     args.data = data_dir(args.data, needs=FILES[args.files[0]][1])
 
@@ -140,7 +142,11 @@ def main() -> int:
     EmbeddingRanker.model()  # the embedder loads here, once, not inside the first question's time
     startup = time.perf_counter() - started
     ranker = EmbeddingRanker()  # shared: every configuration meets the same rankings
-    thresholds = {"use_prediction": not args.no_prediction}
+    from ppoga_dspy.app.session import parse_overrides, thresholds_with
+
+    thresholds = thresholds_with(parse_overrides(args.overrides)).to_dict()
+    thresholds["use_prediction"] = not args.no_prediction
+    thresholds.pop("gate_margin")  # each row's own
     rows, kgs, questions = [], {}, {}
     try:
         for config in configs(args):
@@ -157,7 +163,7 @@ def main() -> int:
         for kg in kgs.values():
             kg.close()
     print(f"PPoGA cost per question, {args.split} splits, {args.per_file} questions per dataset "
-          f"(prediction {'off' if args.no_prediction else 'on'})\n")
+          f"(prediction {'off' if args.no_prediction else 'on'}{''.join(', ' + o for o in args.overrides)})\n")
     print(markdown(rows))
     print("\nPoG (GPT-3.5, released runs): LM calls/question mean / median: "
           + ", ".join(f"{name} {m} / {med}" for name, (m, med) in POG.items()))

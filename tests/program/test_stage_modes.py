@@ -155,9 +155,10 @@ def test_stage_mode_is_a_program_option_with_paper_as_default(demo_kg):
 
 
 def test_the_artifact_records_and_restores_the_stage_mode(demo_kg, tmp_path):
+    from ppoga_dspy.data import DEMO_KG
+
     from ppoga_dspy.app import open_program
     from ppoga_dspy.app.session import ProgramSettings
-    from ppoga_dspy.data import DEMO_KG
     from ppoga_dspy.lm.settings import LMSettings
     from ppoga_dspy.optimizers.artifact import Artifact, load_artifact
 
@@ -207,3 +208,14 @@ def test_cli_stages_flag_reaches_the_settings():
     assert settings.stages == "fused" and settings.overrides == {"gate_margin": "0.1"}
     with pytest.raises(SystemExit):
         parser.parse_args(["--stages", "quick"])
+
+
+def test_gate_margin_is_a_threshold_set_like_any_other():
+    from ppoga_dspy.app.session import thresholds_with
+    from ppoga_dspy.errors import ConfigError
+
+    assert Thresholds().gate_margin is None, "gating on the margin is off by default"
+    assert thresholds_with({"gate_margin": "0.1"}).gate_margin == 0.1
+    assert thresholds_with({"gate_margin": "none"}, Thresholds(gate_margin=0.3)).gate_margin is None
+    with pytest.raises(ConfigError, match="gate_margin"):
+        thresholds_with({"gate_margin": "-1"})
