@@ -7,7 +7,7 @@ wrong and for plan correction when an earlier one did. Its mistakes are seeded p
 decision, so every configuration below meets the same mistakes; what differs is what the method
 does about them. Configurations switch one stage off through the thresholds (`use_* = false`):
 
-    full PPoGA | no prediction | no path correction | no plan correction
+    full PPoGA | no prediction | no path correction | no plan correction | no corrections (both off)
 
 and the `P=0` column is full PPoGA with a planner that makes no mistake, the dataset's ceiling.
 
@@ -40,6 +40,7 @@ CONFIGS = {
     "no prediction": {"use_prediction": False},
     "no path correction": {"use_path_correction": False},
     "no plan correction": {"use_plan_correction": False},
+    "no corrections": {"use_path_correction": False, "use_plan_correction": False},
 }
 
 
@@ -108,6 +109,7 @@ def table(rows: list[dict], *, seed: int):
         out.add_column(config, justify="right")
     out.add_column("full - no path corr.", justify="right")
     out.add_column("full - no plan corr.", justify="right")
+    out.add_column("full - no corr.", justify="right")
     keys = list(dict.fromkeys((r["dataset"], r["p"]) for r in rows))
     for dataset, rate in keys:
         cells = {r["config"]: r for r in rows if (r["dataset"], r["p"]) == (dataset, rate)}
@@ -115,7 +117,8 @@ def table(rows: list[dict], *, seed: int):
         out.add_row(dataset, f"{rate:g}", str(cells["full PPoGA"]["n"]), f"{100 * cells['full PPoGA']['ceiling']:.1f}",
                     *[f"{100 * cells[c]['hits@1']:.1f} / {cells[c]['lm_calls_mean']:.1f}" for c in CONFIGS],
                     f"{100 * (full - cells['no path correction']['hits@1']):+.1f}",
-                    f"{100 * (full - cells['no plan correction']['hits@1']):+.1f}")
+                    f"{100 * (full - cells['no plan correction']['hits@1']):+.1f}",
+                    f"{100 * (full - cells['no corrections']['hits@1']):+.1f}")
     return out
 
 

@@ -75,6 +75,14 @@ def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = 
                        help="override one threshold, e.g. --set max_replans=0 --set use_prediction=false")
 
 
+def dataset_command(subparsers: argparse._SubParsersAction, name: str, *, help: str, description: str,
+                    split: str | None, split_help: str) -> argparse.ArgumentParser:
+    """A subcommand that runs on a dataset's questions (eval, compile, tune), with the dataset options."""
+    cmd = subparsers.add_parser(name, help=help, description=description)
+    add_dataset_options(cmd, split=split, split_help=split_help)
+    return cmd
+
+
 def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, split_help: str) -> None:
     """--dataset SPEC, --split, --seed, --limit: which questions a command runs on."""
     parser.add_argument("--dataset", required=True, metavar="SPEC",

@@ -13,12 +13,11 @@ from ppoga_dspy.experiments.scripted import is_scripted_spec
 def register(subparsers: argparse._SubParsersAction) -> None:
     from ppoga_dspy.optimizers.names import OPTIMIZERS
 
-    cmd = subparsers.add_parser(
-        "compile",
+    cmd = common.dataset_command(
+        subparsers, "compile", split="train", split_help="split to compile on (default train)",
         help="compile prompts and demos with a DSPy optimizer on a training split; write an artifact",
         description="Compile every planner and executor predictor (metric: Hits@1), scoring dev before and after.",
     )
-    common.add_dataset_options(cmd, split="train", split_help="split to compile on (default train)")
     cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
     cmd.add_argument("--dev-limit", type=common.at_least(1), default=None, help="at most N dev questions")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
@@ -42,6 +41,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.set_defaults(handler=_compile)
 
 
+def _teacher(args: argparse.Namespace, trainset: list, kg):
+    """The LM that writes the demos: a scripted gold-path planner (it reads `kg` to plan per semantic hop)."""
+    if is_scripted_spec(args.teacher_lm):
+        from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
+
+        return scripted_lm_for_spec(args.teacher_lm, trainset, seed=args.seed, kg=kg)
+    if args.teacher_lm:
+        from ppoga_dspy.lm import make_lm
+
+        return make_lm(args.teacher_lm)
+    return None
+
+
 def _compile(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.app.checks import check_lm_spec
@@ -51,19 +63,11 @@ def _compile(args: argparse.Namespace) -> int:
     check_lm_spec(args.teacher_lm, flag="--teacher-lm")
     trainset = common.load_examples(args)
     devset = common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
-    teacher = None
-    if is_scripted_spec(args.teacher_lm):  # demos written by a planner that follows the training split's gold paths
-        from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
-
-        teacher = scripted_lm_for_spec(args.teacher_lm, trainset, seed=args.seed)
-    elif args.teacher_lm:
-        from ppoga_dspy.lm import make_lm
-
-        teacher = make_lm(args.teacher_lm)
     from ppoga_dspy.app import open_program
 
     with open_program(common.program_settings(args), examples=trainset + devset) as opened:
         program, lm_description = opened.program, opened.lm_description
+        teacher = _teacher(args, trainset, opened.kg)
         print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
               f"{lm_description}", file=sys.stderr)
         if args.optimizer == "finetune":

@@ -11,12 +11,11 @@ from ppoga_dspy.cli import common
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    run = subparsers.add_parser(
-        "eval",
+    run = common.dataset_command(
+        subparsers, "eval", split=None, split_help="a deterministic split (default: every question)",
         help="evaluate PPoGA on a benchmark: Hits@1, F1 and cost; resumable JSONL",
         description="Evaluate on a dataset. Questions already in --out are skipped, so an interrupted run resumes.",
     )
-    common.add_dataset_options(run, split=None, split_help="a deterministic split (default: every question)")
     run.add_argument("--threads", type=common.THREADS, default=1, help="questions in parallel (default 1)")
     run.add_argument("--out", required=True, type=Path, metavar="RUN.jsonl", help="run file (appended; resumable)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object on the last line")

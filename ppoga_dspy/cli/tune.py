@@ -14,12 +14,11 @@ from ppoga_dspy.optimizers.study import DEFAULT_HEARTBEAT, GRACE_FACTOR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    cmd = subparsers.add_parser(
-        "tune",
+    cmd = common.dataset_command(
+        subparsers, "tune", split="dev", split_help="split to tune on (default dev)",
         help="tune thresholds with Optuna (accuracy vs LM calls); resumable study; writes an artifact",
         description="Multi-objective Optuna study over Thresholds with the artifact's prompts frozen.",
     )
-    common.add_dataset_options(cmd, split="dev", split_help="split to tune on (default dev)")
     cmd.add_argument("--trials", type=common.at_least(1), default=20,
                      help="finished trials the study should hold (default 20)")
     cmd.add_argument("--storage", default=None, metavar="URL",

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ppoga_dspy.experiments.metrics import breakdown
 from ppoga_dspy.experiments.runs import (
     EvaluationError,
     RunLocked,
@@ -273,25 +274,21 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
         "seconds_median": _median(seconds),
         "kg_queries_mean": _mean([float((r.get("costs") or {}).get("kg_queries") or 0) for r in rows]),
     }
-    breakdown: dict[str, dict[str, dict[str, float]]] = {}
-    for key in by:
-        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in rows:
-            value = (row.get("metadata") or {}).get(key)
-            if value not in (None, ""):
-                groups[str(value)].append(row)
-        if len(groups) >= 1 and sum(len(g) for g in groups.values()) > 0:
-            breakdown[key] = {
-                name: {
-                    "n": len(group),
-                    "hits@1": _mean([float(r["metrics"]["hits@1"]) for r in group]),
-                    "hits@1_strict": _mean([float(r["metrics"]["hits@1_strict"]) for r in group]),
-                    "f1": _mean([float(r["metrics"]["f1"]) for r in group]),
-                }
-                for name, group in sorted(groups.items())
-            }
-    summary["by"] = breakdown
+    summary["by"] = {}
+    for key in by:  # per type / level / hops, the way metrics.breakdown groups them; unset values are left out
+        groups = {str(value): scores for value, scores in breakdown(rows, key).items() if value not in (None, "")}
+        if groups:
+            summary["by"][key] = groups
     return summary
+
+
+# Per-question costs shown as mean (and median): label, summary key prefix, formats.
+_PER_QUESTION = (
+    ("LM calls", "lm_calls", "{:.2f}", "{:.1f}"),
+    ("tokens", "tokens", "{:.0f}", "{:.0f}"),
+    ("seconds", "seconds", "{:.2f}", "{:.2f}"),
+    ("KG queries", "kg_queries", "{:.1f}", None),
+)
 
 
 def summary_table(summaries: dict[str, dict[str, Any]]):
@@ -309,14 +306,11 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
         ("Hits@1 (PoG's rule)", "hits@1_pog", "{:.3f}"),
         ("answer F1", "f1", "{:.3f}"),
         ("failed", "failed", "{:.0f}"),
-        ("LM calls / q (mean)", "lm_calls_mean", "{:.2f}"),
-        ("LM calls / q (median)", "lm_calls_median", "{:.1f}"),
-        ("tokens / q (mean)", "tokens_mean", "{:.0f}"),
-        ("tokens / q (median)", "tokens_median", "{:.0f}"),
-        ("seconds / q (mean)", "seconds_mean", "{:.2f}"),
-        ("seconds / q (median)", "seconds_median", "{:.2f}"),
-        ("KG queries / q (mean)", "kg_queries_mean", "{:.1f}"),
     ]
+    for what, key, mean_fmt, median_fmt in _PER_QUESTION:
+        rows.append((f"{what} / q (mean)", f"{key}_mean", mean_fmt))
+        if median_fmt:
+            rows.append((f"{what} / q (median)", f"{key}_median", median_fmt))
     if any("startup_seconds" in s for s in summaries.values()):
         rows.append(("start-up seconds (once, not per q)", "startup_seconds", "{:.1f}"))
     for label, key, fmt in rows:

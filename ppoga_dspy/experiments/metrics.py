@@ -14,6 +14,7 @@ Lyon") is not mistaken for a precise one. All functions are pure and cheap; noth
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -222,22 +223,21 @@ def breakdown(rows: Iterable[Mapping[str, Any]], key: str) -> dict[Any, dict[str
     (a failed question scores nothing). Rows without a value for `key` are grouped under None. Groups
     come back sorted by their key's text.
     """
-    sums: dict[Any, dict[str, float]] = {}
+    groups: dict[Any, dict[str, list[float]]] = {}
     for row in rows:
         scores = next((row[k] for k in ("metrics", "scores") if isinstance(row.get(k), Mapping)), row)
         metadata = row.get("metadata") if isinstance(row.get("metadata"), Mapping) else {}
         value = row[key] if key in row else metadata.get(key)
         if isinstance(value, list):
             value = tuple(value)
-        acc = sums.setdefault(value, {"n": 0.0, **{m: 0.0 for m in METRICS}})
-        acc["n"] += 1
+        values = groups.setdefault(value, {m: [] for m in METRICS})
         for metric in METRICS:
-            acc[metric] += float(scores.get(metric, 0.0) or 0.0)
+            values[metric].append(float(scores.get(metric, 0.0) or 0.0))
     out = {}
-    for value in sorted(sums, key=lambda v: (v is None, str(v))):
-        acc = sums[value]
-        n = acc["n"]
-        out[value] = {"n": int(n), **{m: acc[m] / n for m in METRICS}}
+    for value in sorted(groups, key=lambda v: (v is None, str(v))):
+        # fsum is exact, so a group's mean does not depend on the rows' order (merged shards = one run)
+        n = len(groups[value][METRICS[0]])
+        out[value] = {"n": n, **{m: math.fsum(groups[value][m]) / n for m in METRICS}}
     return out
 
 

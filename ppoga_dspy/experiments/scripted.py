@@ -220,6 +220,39 @@ def _label_of(line: str) -> str:
     return line.split("  <- ", 1)[0].strip()
 
 
+_THROUGH = re.compile(r"read through to ([^\s]+)")
+
+
+def _through_wanted(step: str, lines: list[str]) -> list[str]:
+    """The candidates a step that reads through a mediator asks for: those reached by its second relation."""
+    wanted = _THROUGH.search(step)
+    kept = [line for line in lines if wanted and line.endswith(f"-> {wanted.group(1)}")]
+    return kept or lines
+
+
+def plan_steps(gold: dict[str, Any], *, tagged: bool = False) -> list[dict[str, str]]:
+    """The plan a gold-path planner writes: one step per semantic hop (see `semantic_steps`).
+
+    A step through a mediator names both relations ("follow relation r1 and read through to r2");
+    a conjunction of one-hop branches (WC-C) is one `intersect` step naming each branch's relation.
+    `tagged` adds "(hop N)", N the 1-based index of the step's last relation.
+    """
+    relations = gold["relations"] or ["unknown"]
+    branches = gold.get("paths") or []
+    if len(branches) > 1 and all(len(branch) == 1 for branch in branches):  # a conjunction of one-hop branches
+        text = "follow relation " + " and relation ".join(relations) + ", keep the entities reached by all"
+        return [{"objective": text + (f" (hop {len(relations)})" if tagged else ""),
+                 "expected_outcome": "the entities that satisfy every constraint", "action": "intersect"}]
+    groups = gold.get("steps") or [[i] for i in range(len(relations))]
+    steps = []
+    for group in groups:
+        names = [relations[i] for i in group]
+        text = f"follow relation {names[0]}" + "".join(f" and read through to {r}" for r in names[1:])
+        steps.append({"objective": text + (f" (hop {group[-1] + 1})" if tagged else ""),
+                      "expected_outcome": "an entity"})
+    return steps
+
+
 def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
     """Handlers of a planner that knows each question's gold path and still reads the graph.
 
@@ -235,8 +268,7 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         return golds.get(str(inputs.get("question", "")).strip(), {"relations": [], "entities": [], "answers": []})
 
     def decompose(inputs: dict[str, Any]) -> dict[str, Any]:
-        relations = gold(inputs)["relations"] or ["unknown"]
-        steps = [{"objective": f"follow relation {r}", "expected_outcome": "an entity"} for r in relations]
+        steps = plan_steps(gold(inputs))
         return {"new_steps" if "new_steps" in inputs.get("_outputs", []) else "steps": steps}
 
     def select_relations(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +281,7 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
 
     def select_entities(inputs: dict[str, Any]) -> dict[str, Any]:
         names = {n.casefold() for n in gold(inputs)["entities"]}
-        lines = list(inputs.get("candidates") or [])
+        lines = _through_wanted(str(inputs.get("step", "")), list(inputs.get("candidates") or []))
         chosen = [_label_of(line) for line in lines if _label_of(line).casefold() in names]
         if not chosen and lines:
             chosen = [_label_of(lines[0])]
@@ -296,12 +328,15 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
     }
 
 
-def golds_from_examples(examples) -> dict[str, dict[str, Any]]:
+def golds_from_examples(examples, *, kg: Any = None) -> dict[str, dict[str, Any]]:
     """Gold-path facts of loaded examples (see `ppoga_dspy.experiments.datasets`), keyed by question text.
 
     Relations come from `metadata["paths"]` (branches in order); entities on the path from the IRN
     gold-path text when there is one (`a#r1#b#r2#c`), plus the answers. `hops[i]` names the entities
     that relation `i` reaches (answers at the last hop), where the path text gives one per relation.
+    `steps` groups the relations into the steps a planner writes: one per *semantic* hop, so a
+    relation that reaches only mediator (CVT) nodes shares its step with the next (see `semantic_steps`;
+    without `kg`, one step per relation).
     """
     golds: dict[str, dict[str, Any]] = {}
     for example in examples:
@@ -320,17 +355,58 @@ def golds_from_examples(examples) -> dict[str, dict[str, Any]]:
         golds[example.question.strip()] = {"relations": relations, "entities": entities + answers, "answers": answers,
                                            "hops": hops, "topics": list(dict(getattr(example, "topic_entities", {})
                                                                              or {})),
-                                           "branches": len(metadata.get("paths") or [relations])}
+                                           "branches": len(metadata.get("paths") or [relations]),
+                                           "paths": [list(b) for b in metadata.get("paths") or [relations]]}
+        gold = golds[example.question.strip()]
+        gold["steps"] = semantic_steps(kg, gold) if kg is not None else [[i] for i in range(len(relations))]
     return golds
+
+
+def semantic_steps(kg: Any, gold: dict[str, Any]) -> list[list[int]]:
+    """The gold relations (by index) grouped one group per semantic hop, read off the graph.
+
+    A planner asked "who played the Joker in The Dark Knight" writes one step ("find the actor"), not
+    one per KG edge: film -> performance -> actor crosses a mediator node. Walking the gold path on
+    `kg`, a relation whose reached nodes are all mediators joins the next relation's step. Only for
+    one-branch paths (conjunctions keep one step per relation); a KG error keeps one per relation.
+    """
+    from ppoga_dspy.kg.base import Direction, KGError
+
+    relations, topics = gold["relations"], gold.get("topics") or []
+    single = [[i] for i in range(len(relations))]
+    if not relations or not topics or gold.get("branches", 1) != 1:
+        return single
+    steps: list[list[int]] = []
+    frontier, through = list(topics), False  # through: the last relation reached only mediators
+    try:
+        for i, relation in enumerate(relations):
+            reached = []
+            for direction in (Direction.OUT, Direction.IN):
+                reached = [e for source in frontier[:50] for e in kg.neighbors(source, relation, direction, 500)]
+                if reached:
+                    break
+            if through:
+                steps[-1].append(i)
+            else:
+                steps.append([i])
+            through = bool(reached) and all(e.is_mediator for e in reached)
+            frontier = [e.id for e in reached]
+    except KGError:
+        return single
+    return steps
 
 
 #: The `--lm` spec of the scripted perfect planner that follows each question's gold path.
 ORACLE_LM = "oracle/gold-path"
 
 
-def oracle_lm(examples: list, **kwargs: Any):
-    """The scripted perfect planner for these examples: one definition for eval, compile's teacher and tune."""
-    return scripted_lm(ScriptedEngine(gold_path_handlers(golds_from_examples(examples))), "oracle-gold-path", **kwargs)
+def oracle_lm(examples: list, *, kg: Any = None, **kwargs: Any):
+    """The scripted perfect planner for these examples: one definition for eval, compile's teacher and tune.
+
+    With `kg` it plans one step per semantic hop (through mediators); without, one step per relation.
+    """
+    handlers = gold_path_handlers(golds_from_examples(examples, kg=kg))
+    return scripted_lm(ScriptedEngine(handlers), "oracle-gold-path", **kwargs)
 
 
 # -- a noisy planner: the gold path, followed with independent, seeded mistakes --------------------
@@ -399,9 +475,10 @@ class NoisyPlanner:
     Every draw is seeded by (seed, question, decision kind, hop, entity, how many times this
     question's run has faced that decision), never by global call order, so threads and ablation
     switches do not change which mistakes a question gets; a Decompose call starts a question's run
-    afresh. Plans and answers are not noised: plans are the gold path with one step per relation
-    ("follow relation r (hop i)"), and Answer names the gold answers when the evidence holds the
-    last gold fact, else the last fact's tail (what a model reading a wrong chain would answer).
+    afresh. Plans and answers are not noised: plans are the gold path with one step per semantic hop
+    ("follow relation r (hop i)", through a mediator "... and read through to r2 (hop i+1)"), and
+    Answer names the gold answers when the evidence holds the last gold fact, else the last fact's
+    tail (what a model reading a wrong chain would answer).
     `stats` counts decisions and the errors drawn, per kind.
     """
 
@@ -454,6 +531,16 @@ class NoisyPlanner:
         if wanted and wanted.group(1) in relations:
             return relations.index(wanted.group(1))
         return None
+
+    def first_hop(self, inputs: dict[str, Any]) -> int | None:
+        """0-based index of the step's first gold relation (before `hop` when the step reads through a mediator)."""
+        hop = self.hop(inputs)
+        wanted = _FOLLOW.search(str(inputs.get("step", "")))
+        relations = self.gold(inputs)["relations"]
+        if hop is None or not wanted:
+            return hop
+        earlier = [i for i in range(hop, -1, -1) if relations[i] == wanted.group(1)]
+        return earlier[0] if earlier else hop
 
     def hop_names(self, gold: dict[str, Any], hop: int | None) -> set[str]:
         """Names (case-folded) of the entities that are right after `hop`: from the graph when there is one."""
@@ -515,14 +602,12 @@ class NoisyPlanner:
             if not replanning:  # a new run of this question: its decisions are faced afresh
                 self._seen.pop(question, None)
             self._failures.pop(question, None)
-        relations = self.gold(inputs)["relations"] or ["unknown"]
-        steps = [{"objective": f"follow relation {r} (hop {i})", "expected_outcome": "an entity"}
-                 for i, r in enumerate(relations, 1)]
+        steps = plan_steps(self.gold(inputs), tagged=True)
         return {"new_steps" if replanning else "steps": steps}
 
     def select_relations(self, inputs: dict[str, Any]) -> dict[str, Any]:
         gold = self.gold(inputs)
-        hop = self.hop(inputs)
+        hop = self.first_hop(inputs)
         candidates = [str(c) for c in inputs.get("candidates") or []]
         relation = gold["relations"][hop] if hop is not None else None
         wanted = relation if relation in candidates else f"{relation} (reverse)"
@@ -569,9 +654,10 @@ class NoisyPlanner:
             on_path = not on_path
         if on_path:
             return "on_path", "the step reached the entity it asks for"
+        first = self.first_hop(inputs)
         started_on_path = (
-            hop in (None, 0) or observation.startswith(_EMPTY)
-            or _mentions(observation, self.hop_names(gold, hop - 1))
+            first in (None, 0) or observation.startswith(_EMPTY)
+            or _mentions(observation, self.hop_names(gold, first - 1))
         )
         if not started_on_path:
             return "replan", "the step started from entities off the path: an earlier step went wrong"
@@ -654,7 +740,7 @@ def noisy_lm(examples: list, p: float, *, seed: int = 0, kg: Any = None, **kwarg
 
     With `kg`, it judges entities by whether they lead to a gold answer along the gold relations.
     """
-    planner = NoisyPlanner(golds_from_examples(examples), p, seed=seed, kg=kg)
+    planner = NoisyPlanner(golds_from_examples(examples, kg=kg), p, seed=seed, kg=kg)
     engine = ScriptedEngine(planner.handlers())
     engine.planner = planner
     return scripted_lm(engine, f"oracle-noisy-{p:g}", **kwargs)
@@ -673,5 +759,5 @@ def scripted_lm_for_spec(spec: str, examples: list | None, *, seed: int = 0, kg:
     if not examples:
         raise ConfigError(f"--lm {spec} follows gold paths and needs a dataset (use it with eval, compile or tune)")
     if rate is None:
-        return oracle_lm(examples, **kwargs)
+        return oracle_lm(examples, kg=kg, **kwargs)
     return noisy_lm(examples, rate, seed=seed, kg=kg, **kwargs)

@@ -20,6 +20,7 @@ honour the contract written on `KnowledgeGraph`:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol, runtime_checkable
@@ -146,11 +147,15 @@ class Triple:
 class KGStats:
     """Counters a KnowledgeGraph keeps so the program can report KG cost per question."""
 
-    queries: int = 0
+    by_kind: Counter[str] = field(default_factory=Counter)  # queries run, by what they asked (relations, ...)
     cache_hits: int = 0
     errors: int = 0
     seconds: float = 0.0
-    by_kind: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def queries(self) -> int:
+        """Queries sent to the engine (cache hits not counted)."""
+        return sum(self.by_kind.values())
 
 
 @runtime_checkable

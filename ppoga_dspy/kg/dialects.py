@@ -130,38 +130,56 @@ class RdfDialect(Dialect):
     name = "rdf"
 
 
-class WikidataDialect(Dialect):
+class PrefixedDialect(Dialect):
+    """A dialect whose ids are short local names under fixed namespaces, checked by a pattern each.
+
+    Subclasses set the namespaces, the id patterns and the examples the error messages show; ids that
+    do not match are refused before they reach a query (no injection through an id).
+    """
+
+    entity_ns: ClassVar[str]
+    relation_ns: ClassVar[str]
+    _ENTITY: ClassVar[re.Pattern[str]]
+    _RELATION: ClassVar[re.Pattern[str]]
+    entity_example: ClassVar[str]
+    relation_example: ClassVar[str]
+
+    def entity_iri(self, entity_id: str) -> str:
+        return self._iri(entity_id, self._ENTITY, self.entity_ns, self.entity_example)
+
+    def relation_iri(self, relation_id: str) -> str:
+        return self._iri(relation_id, self._RELATION, self.relation_ns, self.relation_example)
+
+    def entity_id(self, iri: str) -> str | None:
+        return _local_id(iri, self.entity_ns, self._ENTITY)
+
+    def relation_id(self, iri: str) -> str | None:
+        return _local_id(iri, self.relation_ns, self._RELATION)
+
+    def _iri(self, local: str, pattern: re.Pattern[str], namespace: str, expected: str) -> str:
+        if not isinstance(local, str) or not pattern.fullmatch(local):
+            raise InvalidIdentifier(f"{self.name} dialect: {local!r} is not a valid {expected}")
+        return namespace + local
+
+
+def _local_id(iri: str, namespace: str, pattern: re.Pattern[str]) -> str | None:
+    """The local name of `iri` under `namespace` when it matches the dialect's pattern, else None."""
+    if not iri.startswith(namespace):
+        return None
+    local = iri[len(namespace) :]
+    return local if pattern.fullmatch(local) else None
+
+
+class WikidataDialect(PrefixedDialect):
     """Wikidata: entities `Q42` (also `P31`, `L1` as objects), truthy relations `P31` under wdt:."""
 
     name = "wikidata"
+    entity_ns = WIKIDATA_ENTITY
+    relation_ns = WIKIDATA_DIRECT
     _ENTITY = re.compile(r"[QPL][1-9][0-9]{0,11}")
     _RELATION = re.compile(r"P[1-9][0-9]{0,11}")
-
-    def entity_iri(self, entity_id: str) -> str:
-        if not isinstance(entity_id, str) or not self._ENTITY.fullmatch(entity_id):
-            raise InvalidIdentifier(
-                f"wikidata dialect: {entity_id!r} is not a valid Wikidata entity id (expected e.g. Q42)"
-            )
-        return WIKIDATA_ENTITY + entity_id
-
-    def relation_iri(self, relation_id: str) -> str:
-        if not isinstance(relation_id, str) or not self._RELATION.fullmatch(relation_id):
-            raise InvalidIdentifier(
-                f"wikidata dialect: {relation_id!r} is not a valid Wikidata property id (expected e.g. P31)"
-            )
-        return WIKIDATA_DIRECT + relation_id
-
-    def entity_id(self, iri: str) -> str | None:
-        if iri.startswith(WIKIDATA_ENTITY):
-            local = iri[len(WIKIDATA_ENTITY) :]
-            return local if self._ENTITY.fullmatch(local) else None
-        return None
-
-    def relation_id(self, iri: str) -> str | None:
-        if iri.startswith(WIKIDATA_DIRECT):
-            local = iri[len(WIKIDATA_DIRECT) :]
-            return local if self._RELATION.fullmatch(local) else None
-        return None
+    entity_example = "Wikidata entity id (expected e.g. Q42)"
+    relation_example = "Wikidata property id (expected e.g. P31)"
 
     def fallback_label(self, entity_id: str) -> str:
         return entity_id
@@ -228,7 +246,7 @@ def _load_ontology(folder: str) -> FreebaseOntology:
     return FreebaseOntology.load(folder)
 
 
-class FreebaseDialect(Dialect):
+class FreebaseDialect(PrefixedDialect):
     """Freebase as served by the ToG/PoG Virtuoso setups: ns: IRIs, type.object.name labels, CVT nodes.
 
     `ontology` is the GrailQA ontology folder (or None to look for it, or False to never use one).
@@ -241,6 +259,9 @@ class FreebaseDialect(Dialect):
     type_predicate = FREEBASE_NS + "type.object.type"
     _ENTITY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
     _RELATION = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
+    entity_ns = relation_ns = FREEBASE_NS
+    entity_example = "Freebase id (expected a mid like m.0d05w3 or g.11b6)"
+    relation_example = "Freebase relation (expected dotted names like people.person.nationality)"
 
     def __init__(self, *, language: str | None = "en", ontology: str | Path | None | bool = None) -> None:
         super().__init__(language=language)
@@ -248,33 +269,6 @@ class FreebaseDialect(Dialect):
         self._ontology: FreebaseOntology | None = None
         self._ontology_loaded = False
         self._lock = threading.Lock()
-
-    def entity_iri(self, entity_id: str) -> str:
-        if not isinstance(entity_id, str) or not self._ENTITY.fullmatch(entity_id):
-            raise InvalidIdentifier(
-                f"freebase dialect: {entity_id!r} is not a valid Freebase id (expected a mid like m.0d05w3 or g.11b6)"
-            )
-        return FREEBASE_NS + entity_id
-
-    def relation_iri(self, relation_id: str) -> str:
-        if not isinstance(relation_id, str) or not self._RELATION.fullmatch(relation_id):
-            raise InvalidIdentifier(
-                f"freebase dialect: {relation_id!r} is not a valid Freebase relation "
-                "(expected dotted names like people.person.nationality)"
-            )
-        return FREEBASE_NS + relation_id
-
-    def entity_id(self, iri: str) -> str | None:
-        if iri.startswith(FREEBASE_NS):
-            local = iri[len(FREEBASE_NS) :]
-            return local if self._ENTITY.fullmatch(local) else None
-        return None
-
-    def relation_id(self, iri: str) -> str | None:
-        if iri.startswith(FREEBASE_NS):
-            local = iri[len(FREEBASE_NS) :]
-            return local if self._RELATION.fullmatch(local) else None
-        return None
 
     def keep_relation(self, relation_id: str) -> bool:
         """PoG's filter: drop type.object.type/name, common.*, freebase.* and sameAs links; keep kg.*, base.*.

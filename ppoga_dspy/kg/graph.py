@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from ppoga_dspy.kg.base import Direction, Entity, InvalidIdentifier, KGError, KGStats, Relation
@@ -60,7 +62,7 @@ def _chunks(items: Sequence[str], size: int = VALUES_CHUNK) -> Iterable[Sequence
         yield items[start : start + size]
 
 
-class SparqlGraph:
+class SparqlGraph(AbstractContextManager):  # `with` closes it
     """A KnowledgeGraph over any engine that answers SPARQL SELECT queries.
 
     Thread-safe: the cache and counters are locked, engines are safe to call concurrently.
@@ -102,9 +104,8 @@ class SparqlGraph:
         finally:
             elapsed = time.perf_counter() - started
             with self._lock:
-                self._stats.queries += 1
                 self._stats.seconds += elapsed
-                self._stats.by_kind[kind] = self._stats.by_kind.get(kind, 0) + 1
+                self._stats.by_kind[kind] += 1
         self._cache.put(query, rows)
         return rows
 
@@ -191,7 +192,7 @@ class SparqlGraph:
         """A copy of the counters (queries run, cache hits, errors, seconds, queries by kind)."""
         with self._lock:
             s = self._stats
-            return KGStats(s.queries, s.cache_hits, s.errors, s.seconds, dict(s.by_kind))
+            return KGStats(Counter(s.by_kind), s.cache_hits, s.errors, s.seconds)
 
     def close(self) -> None:
         self._cache.clear()
@@ -204,9 +205,6 @@ class SparqlGraph:
 
     def clear_cache(self) -> None:
         self._cache.clear()
-
-    def __enter__(self) -> SparqlGraph:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -104,26 +105,34 @@ def _default_model_name(backend: Any) -> str:
 class ServerStats:
     """What the server has answered so far; read it from tests or logs (thread-safe updates)."""
 
-    requests: int = 0
+    by_model: Counter = field(default_factory=Counter)  # requests answered, by the model name they asked for
+    usage: Counter = field(default_factory=Counter)  # prompt_tokens, completion_tokens, summed over requests
     errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    by_model: Counter = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.by_model.values())
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.usage["prompt_tokens"]
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.usage["completion_tokens"]
 
     def record(self, model: str, usage: dict[str, int]) -> None:
         with self.lock:
-            self.requests += 1
             self.by_model[model] += 1
-            self.prompt_tokens += usage.get("prompt_tokens", 0)
-            self.completion_tokens += usage.get("completion_tokens", 0)
+            self.usage.update({k: usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens")})
 
     def record_error(self) -> None:
         with self.lock:
             self.errors += 1
 
 
-class LMServer:
+class LMServer(AbstractContextManager):  # `with` closes it
     """A running server: `url` is the base URL to give a client (`http://HOST:PORT/v1`). Close it when done."""
 
     def __init__(self, httpd: ThreadingHTTPServer, model_name: str) -> None:
@@ -156,9 +165,6 @@ class LMServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=10)
-
-    def __enter__(self) -> LMServer:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -16,7 +16,7 @@ from ppoga_dspy.kg.base import Entity, Triple
 from ppoga_dspy.method.executor import Observation
 from ppoga_dspy.method.memory import PlanStepState, StepCycle
 from ppoga_dspy.method.question_run import QuestionRun
-from ppoga_dspy.method.vocabulary import Decision
+from ppoga_dspy.method.vocabulary import Decision, StepAction
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,25 @@ class Walk:
 
     frontier: list[Entity]
     chains: dict[str, list[Triple]] = field(default_factory=dict)
+    # per completed step, the candidates it did not select (entities, chains): where backtracking resumes
+    earlier: list[tuple[list[Entity], dict[str, list[Triple]]]] = field(default_factory=list)
 
     @classmethod
     def start(cls, topics: list[Entity]) -> Walk:
         return cls(frontier=list(topics), chains={t.id: [] for t in topics})
+
+    def backtrack(self, width: int) -> list[Entity]:
+        """Resume from the last step's other candidates (PoG's backtracking); [] when none are left."""
+        while self.earlier:
+            entities, chains = self.earlier[-1]
+            taken, rest = entities[:width], entities[width:]
+            self.earlier[-1] = (rest, chains)
+            if taken:
+                self.frontier = taken
+                self.chains.update({e.id: chains[e.id] for e in taken})
+                return taken
+            self.earlier.pop()
+        return []
 
 
 @dataclass
@@ -122,10 +137,7 @@ class StepLoop:
         memory.current = cycle
         if th.use_prediction:
             cycle.prediction = self.prediction_for(step)
-        observation = self.executor.explore(
-            run, question=self.question, objective=self.exploration_objective(step), frontier=self.walk.frontier,
-            chains=self.walk.chains, step=self.state.index,
-        )
+        observation = self.act(step)
         cycle.observation = observation.text()
         cycle.triples, cycle.frontier, cycle.paths = observation.triples, observation.frontier, observation.paths
         cycle.rationale = observation.rationale
@@ -167,6 +179,42 @@ class StepLoop:
         if applied is Decision.FINISH and met and judged.answers:
             self.written = self.planner.accept_answers(self.run, judged)
 
+    def act(self, step: PlanStepState) -> Observation:
+        """The step's action: explore the graph, intersect two branches, or (a memory step) no graph action."""
+        if step.action == StepAction.MEMORY:
+            return self.recall()
+        frontier, within = self.walk.frontier, None
+        if step.action == StepAction.INTERSECT:
+            frontier, within = self.intersect_sources()
+        return self.executor.explore(
+            self.run, question=self.question, objective=self.exploration_objective(step), frontier=frontier,
+            chains=self.walk.chains, step=self.state.index, intersect=step.action == StepAction.INTERSECT,
+            within=within,
+        )
+
+    def recall(self) -> Observation:
+        """A memory step (compare, count, pick): the Planner reads what is known; the Executor is not called."""
+        known = self.run.memory.knowledge.evidence(self.run.thresholds.evidence_tokens)
+        self.run.note("memory_step", facts=len(known))
+        return Observation(frontier=list(self.walk.frontier), chains=dict(self.walk.chains),
+                           notes=["No graph action: this step is answered from what is already known."] + known)
+
+    def intersect_sources(self) -> tuple[list[Entity], set[str] | None]:
+        """Where a conjunction step explores from, and the set its result must stay within.
+
+        On the first step every topic entity is a branch (the result is reached from all of them). Later,
+        the topics no chain has started from yet are the new branch, and the result must be among the
+        current frontier ("the players of club X" who also "play as forward").
+        """
+        if [e.id for e in self.walk.frontier] == [t.id for t in self.topics]:
+            return list(self.topics), None
+        started = {c[0].head.id for c in self.walk.chains.values() if c} | {
+            c[0].tail.id for c in self.walk.chains.values() if c}
+        fresh = [t for t in self.topics if t.id not in started and t.id not in {e.id for e in self.walk.frontier}]
+        if not fresh:
+            return self.walk.frontier, None
+        return fresh, {e.id for e in self.walk.frontier}
+
     @staticmethod
     def exploration_objective(step: PlanStepState) -> str:
         """The step's objective; on a retry, what Think said was missing shapes where the Executor looks."""
@@ -205,6 +253,7 @@ class StepLoop:
         if observation.frontier:
             self.walk.frontier = observation.frontier
             self.walk.chains.update(observation.chains)
+            self.walk.earlier.append((observation.other_entities, observation.others))
             self.run.memory.knowledge.reasoning_chains.extend(observation.chains.values())
         if finish:
             self.state.done = True
@@ -220,6 +269,11 @@ class StepLoop:
         self.run.memory.knowledge.record_failure(self.state.index, observation.paths, self._why_failed())
         self.run.note("path_correction", step=self.state.index, attempt=step.attempts,
                       avoid=[list(p) for p in observation.paths])
+        if observation.empty and self.state.index > 0:  # nothing reached: resume from an earlier frontier
+            resumed = self.walk.backtrack(self.run.thresholds.entities_per_step)
+            if resumed:
+                self.run.note("backtrack", step=self.state.index, frontier=[e.to_dict() for e in resumed])
+                self.plan[self.state.index - 1].outcome = "found " + ", ".join(e.label for e in resumed)
 
     def _why_failed(self) -> str:
         cycle = self.run.memory.current

@@ -27,14 +27,35 @@ from ppoga_dspy.signatures import SelectEntities, SelectRelationPairs, SelectRel
 
 @dataclass
 class Candidate:
-    """An entity found in this step, with the fact that reached it and where it came from."""
+    """An entity found in this step, with the fact that reached it and where it came from.
+
+    `via` is set when the fact led to a mediator (CVT) node and the step read through it: `triple`
+    reaches the mediator, `via` is the mediator's fact that reaches `entity`. One semantic hop
+    (film -> performance -> actor) is then one step, and the mediator is never the frontier.
+    """
 
     entity: Entity
     triple: Triple
     source: Entity
+    via: Triple | None = None
+
+    @property
+    def triples(self) -> list[Triple]:
+        """The facts from `source` to `entity`: one, or two through a mediator."""
+        return [self.triple] if self.via is None else [self.triple, self.via]
 
     def line(self) -> str:
-        return f"{self.entity.describe()}  <- {self.triple.text()}"
+        through = f" -> {self.via.relation}" if self.via is not None else ""
+        return f"{self.entity.describe()}  <- {self.triple.text()}{through}"
+
+
+def read_through(candidate: Candidate) -> list[Candidate]:
+    """A candidate, or for a mediator the entities beyond it, each with the two facts that reach it."""
+    mediator = candidate.entity
+    if not mediator.is_mediator:
+        return [candidate]
+    return [Candidate(inner, candidate.triple, candidate.source, Triple(mediator, relation, inner))
+            for relation, inner in mediator.facts]
 
 
 @dataclass
@@ -47,6 +68,8 @@ class Observation:
     paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
     notes: list[str] = field(default_factory=list)
     rationale: str = ""  # why the Executor selected the frontier (the paper's "with a rationale")
+    others: dict[str, list[Triple]] = field(default_factory=dict)  # unselected entity id -> its chain (backtracking)
+    other_entities: list[Entity] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -93,24 +116,39 @@ class Executor(dspy.Module):
         frontier: list[Entity],
         chains: dict[str, list[Triple]],
         step: int = 0,
+        intersect: bool = False,
+        within: set[str] | None = None,
     ) -> Observation:
-        """One step's action; `step` keys the failed paths this try must avoid (path correction)."""
+        """One step's action; `step` keys the failed paths this try must avoid (path correction).
+
+        `intersect` (a conjunction step) keeps only the entities reached from every frontier entity that
+        reached any, and, with `within`, only those among `within` (the current frontier's ids).
+        """
         query = f"{question} {objective}"  # ranking reads the objective alone; the model also reads what to avoid
         avoid = run.memory.knowledge.avoid_text(step)
         objective = f"{objective} (tried before and failed, avoid: {avoid})" if avoid else objective
         observation = Observation()
-        candidates = self._gather(run, question, objective, frontier, query, observation, step, chains)
-        if not candidates:
-            if not observation.notes:
-                observation.notes.append("No entity was reached from the frontier in this step.")
+        candidates = self._gather(run, question, objective, frontier, query, observation, step, chains,
+                                  prune=not intersect)
+        if intersect and candidates:  # prune after intersecting: a constraint must not lose what pruning cut
+            candidates = self._prune(_intersection(run, candidates, within, observation), query,
+                                     run.thresholds.prune_threshold)
+        if not candidates:  # said first, whatever notes explain it: a reader must see the step found nothing
+            if not any(note.startswith("No entity") for note in observation.notes):
+                observation.notes.insert(0, "No entity was reached from the frontier in this step.")
             return observation
-        selected = self._choose_entities(run, question, objective, candidates, query, observation)
+        if intersect:
+            selected = candidates  # every branch's fact about each entity kept (the frontier holds each once)
+            found = len({c.entity.id for c in candidates})
+            observation.rationale = f"the {found} entities that satisfy every constraint (intersection)"
+        else:
+            selected = self._choose_entities(run, question, objective, candidates, query, observation)
         self._record(run, observation, candidates, selected, chains)
         return observation
 
     def _gather(
         self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
-        observation: Observation, step: int, chains: dict[str, list[Triple]],
+        observation: Observation, step: int, chains: dict[str, list[Triple]], *, prune: bool = True,
     ) -> list[Candidate]:
         """Explore relations, let the model choose, fetch the entities they reach, prune each (entity, relation) group.
 
@@ -119,7 +157,8 @@ class Executor(dspy.Module):
         """
         th = run.thresholds
         if run.fused:  # one relation choice for the whole frontier (relation_pairs.py)
-            return self._gather_fused(run, question, objective, frontier, query, observation, step, chains)
+            return self._gather_fused(run, question, objective, frontier, query, observation, step, chains,
+                                      prune=prune)
         candidates: list[Candidate] = []
         for entity in frontier[: th.frontier_limit]:
             arrived_by = (chains.get(entity.id) or [None])[-1]
@@ -128,12 +167,12 @@ class Executor(dspy.Module):
                 continue
             for relation in self._choose_relations(run, question, objective, entity, relations, query):
                 group = self._follow(run, entity, relation, observation)
-                candidates.extend(self._prune(group, query, th.prune_threshold))
+                candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
         return candidates
 
     def _gather_fused(
         self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
-        observation: Observation, step: int, chains: dict[str, list[Triple]],
+        observation: Observation, step: int, chains: dict[str, list[Triple]], *, prune: bool = True,
     ) -> list[Candidate]:
         """`_gather` with one `SelectRelationPairs` call for every frontier entity left open by the rules."""
         th = run.thresholds
@@ -146,7 +185,8 @@ class Executor(dspy.Module):
         pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus)
         candidates: list[Candidate] = []
         for entity, relation in pairs:
-            candidates.extend(self._prune(self._follow(run, entity, relation, observation), query, th.prune_threshold))
+            group = self._follow(run, entity, relation, observation)
+            candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
         return candidates
 
     def _follow(
@@ -163,8 +203,13 @@ class Executor(dspy.Module):
             observation.notes.append(f"Query failed for {entity.label} -{relation.id}: {exc}")
             return []
         out = relation.direction is Direction.OUT
-        return [Candidate(other, Triple(entity, relation.id, other) if out else Triple(other, relation.id, entity),
-                          entity) for other in found]
+        reached = [Candidate(other, Triple(entity, relation.id, other) if out else Triple(other, relation.id, entity),
+                             entity) for other in found]
+        through = [beyond for candidate in reached for beyond in read_through(candidate)]
+        if len(through) != len(reached) or any(c.via for c in through):
+            run.note("mediators.read_through", entity=entity.id, relation=relation.id,
+                     mediators=sum(c.entity.is_mediator for c in reached), reached=len(through))
+        return through
 
     def _record(
         self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
@@ -173,13 +218,19 @@ class Executor(dspy.Module):
         """The observation's facts (selected first), the new frontier and its chains, into knowledge memory."""
         ordered = selected + [c for c in candidates if c not in selected]
         for candidate in ordered[: run.thresholds.evidence_limit]:
-            observation.triples.append(candidate.triple)
-            for relation, inner in candidate.entity.facts:
-                observation.triples.append(Triple(candidate.entity, relation, inner))
+            observation.triples.extend(t for t in candidate.triples if t not in observation.triples)
         for candidate in selected:
             if candidate.entity.id not in {e.id for e in observation.frontier}:
                 observation.frontier.append(candidate.entity)
-                observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + [candidate.triple]
+                observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + candidate.triples
+            else:  # reached again from another branch (a conjunction): its chain holds both branches' facts
+                chain = observation.chains[candidate.entity.id]
+                chain.extend(t for t in chains.get(candidate.source.id, []) + candidate.triples if t not in chain)
+        chosen = {e.id for e in observation.frontier}
+        for candidate in candidates:  # what a later step may backtrack to when its exploration finds nothing
+            if candidate.entity.id not in chosen and candidate.entity.id not in observation.others:
+                observation.other_entities.append(candidate.entity)
+                observation.others[candidate.entity.id] = chains.get(candidate.source.id, []) + candidate.triples
         run.memory.knowledge.add_triples(observation.triples)
 
     def _candidate_relations(
@@ -267,6 +318,23 @@ class Executor(dspy.Module):
             chosen = [candidates[i] for i in order[: th.entities_per_step]]
             observation.rationale = "fallback: the candidates most similar to the question and step"
         return chosen
+
+
+def _intersection(
+    run: QuestionRun, candidates: list[Candidate], within: set[str] | None, observation: Observation
+) -> list[Candidate]:
+    """The candidates whose entity every source reached (and that lie `within`, when given): a conjunction."""
+    reached: dict[str, set[str]] = {}
+    for candidate in candidates:
+        reached.setdefault(candidate.source.id, set()).add(candidate.entity.id)
+    common = set.intersection(*reached.values())
+    if within is not None:
+        common &= within
+    kept = [c for c in candidates if c.entity.id in common]
+    run.note("intersect", sources=len(reached), reached=sum(map(len, reached.values())), kept=len(common))
+    if not kept:
+        observation.notes.append("No entity satisfies every constraint of this step (the intersection is empty).")
+    return kept
 
 
 def _way_back(entity: Entity, arrived_by: Triple | None) -> tuple[str, Direction] | None:

@@ -12,7 +12,7 @@ so a run can be audited, evaluated and compared with PoG's output files.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ppoga_dspy.kg.base import Direction, Entity, Relation, Triple
@@ -29,11 +29,13 @@ class PlanStepState:
     outcome: str = ""  # what the step found (completed) or why it failed
     missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
     prediction: str = ""  # `--stages fused`: predicted ahead (by Decompose, or the evaluation that proceeded here)
+    action: str = "explore"  # a StepAction value: explore, intersect (a conjunction) or memory (no graph action)
 
     def text(self) -> str:
         expected = f" (expect: {self.expected_outcome})" if self.expected_outcome else ""
         outcome = f" -> {self.outcome}" if self.outcome else ""
-        return f"{self.objective}{expected} [{self.status}]{outcome}"
+        action = f" <{self.action}>" if self.action != "explore" else ""
+        return f"{self.objective}{action}{expected} [{self.status}]{outcome}"
 
 
 @dataclass
@@ -68,21 +70,10 @@ class StepCycle:
     paths: list[tuple[str, str, str]] = field(default_factory=list)  # (entity id, relation id, direction)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "objective": self.objective,
-            "attempt": self.attempt,
-            "prediction": self.prediction,
-            "observation": self.observation,
-            "thought": self.thought,
-            "missing": self.missing,
-            "decision": self.decision,
-            "reason": self.reason,
-            "rationale": self.rationale,
-            "triples": [t.to_dict() for t in self.triples],
-            "frontier": [e.to_dict() for e in self.frontier],
-            "paths": [list(p) for p in self.paths],
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # the texts as they are; then the graph parts
+        data.update(triples=[t.to_dict() for t in self.triples], frontier=[e.to_dict() for e in self.frontier],
+                    paths=[list(p) for p in self.paths])
+        return data
 
 
 @dataclass

@@ -16,7 +16,7 @@ import dspy
 from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.memory import PlanStepState
 from ppoga_dspy.method.question_run import QuestionRun
-from ppoga_dspy.method.vocabulary import Decision, Role, Stage
+from ppoga_dspy.method.vocabulary import Decision, Role, Stage, StepAction
 from ppoga_dspy.signatures import (
     Answer,
     Decompose,
@@ -32,13 +32,21 @@ from ppoga_dspy.signatures import (
 def _steps(raw: object, limit: int) -> list[PlanStepState]:
     steps: list[PlanStepState] = []
     for item in raw or []:
-        objective = getattr(item, "objective", None) if not isinstance(item, dict) else item.get("objective")
-        expected = item.get("expected_outcome") if isinstance(item, dict) else getattr(item, "expected_outcome", "")
         if isinstance(item, str):
-            objective, expected = item, ""
+            item = {"objective": item}
+        data = item if isinstance(item, dict) else getattr(item, "__dict__", {})
+        objective = data.get("objective")
         if objective and str(objective).strip():
-            steps.append(PlanStepState(objective=str(objective).strip(), expected_outcome=str(expected or "").strip()))
+            steps.append(PlanStepState(objective=str(objective).strip(),
+                                       expected_outcome=str(data.get("expected_outcome") or "").strip(),
+                                       action=step_action(data.get("action"))))
     return steps[:limit]
+
+
+def step_action(raw: object) -> str:
+    """The step's action as a StepAction value; anything unknown (or missing) is a plain exploration."""
+    text = str(raw or "").strip().lower()
+    return text if text in {a.value for a in StepAction} else StepAction.EXPLORE.value
 
 
 _LITERAL = re.compile(

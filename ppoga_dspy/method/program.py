@@ -147,8 +147,9 @@ class PPoGA(dspy.Module):
 
 
 def _link_answer(entities, answer: str) -> str | None:
+    """The graph entity an answer names; never a mediator (a CVT is a node of an n-ary fact, not an answer)."""
     for entity in entities:
-        if same_name(entity.label, answer):
+        if not entity.is_mediator and same_name(entity.label, answer):
             return entity.id
     return None
 

@@ -63,6 +63,11 @@ def _program_state(program) -> dict[str, Any]:
     return state
 
 
+# Fields written under their own names, in this order (the program state is saved as "program").
+_SAVED_AS_IS = ("schema", "created", "lm", "dataset", "split", "optimizer", "scores", "tuning", "thresholds",
+               "stages", "versions")
+
+
 @dataclass
 class Artifact:
     program_state: dict[str, Any]
@@ -98,22 +103,10 @@ class Artifact:
         return (base / self.adapter).resolve()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema,
-            "created": self.created,
-            "lm": self.lm,
-            "dataset": self.dataset,
-            "split": self.split,
-            "optimizer": self.optimizer,
-            "scores": self.scores,
-            "tuning": self.tuning,
-            "thresholds": self.thresholds,
-            "stages": self.stages,
-            "versions": self.versions,
-            "program": self.program_state,
-            **({"knn": self.knn} if self.knn else {}),
-            **({"adapter": self.adapter} if self.adapter else {}),
-        }
+        data = {name: getattr(self, name) for name in _SAVED_AS_IS}
+        data["program"] = self.program_state
+        data.update({name: getattr(self, name) for name in ("knn", "adapter") if getattr(self, name)})
+        return data
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (temp file, then rename) so a crash never leaves half an artifact."""

@@ -18,7 +18,12 @@ class PlanStep(BaseModel):
 
     objective: str = Field(description="what this step must find, e.g. 'find the director of the film'")
     expected_outcome: str = Field(default="", description="the kind of entity expected, e.g. 'a person'")
-
+    action: str = Field(
+        default="explore",
+        description="explore: follow relations from what was found; intersect: keep only the entities reached "
+        "from every topic entity (e.g. 'the forward of club X'); memory: compare, count or pick among the facts "
+        "already found, with no graph action",
+    )
 
 
 class Decompose(dspy.Signature):
@@ -26,7 +31,9 @@ class Decompose(dspy.Signature):
 
     Start from the topic entities. Each step should move one relation away from what the previous
     step found (one hop), so a question about "the spouse of the director of X" needs two steps:
-    find the director of X, then find that person's spouse. Use as few steps as the question needs.
+    find the director of X, then find that person's spouse. A question that joins two constraints
+    ("the player of club X who plays as forward") is one `intersect` step; a comparison or count over
+    entities already found is a `memory` step. Use as few steps as the question needs.
     """
 
     question: str = dspy.InputField()

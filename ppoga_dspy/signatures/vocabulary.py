@@ -45,6 +45,14 @@ class Decision(StrEnum):
     FINISH = "finish"
 
 
+class StepAction(StrEnum):
+    """What a plan step asks of the Executor (the plan's `action` field)."""
+
+    EXPLORE = "explore"  # follow relations from what the last step found (one semantic hop)
+    INTERSECT = "intersect"  # keep only the entities reached from every topic entity / the current frontier
+    MEMORY = "memory"  # compare, count or pick among what is already known: no graph action
+
+
 class Role(StrEnum):
     """Who makes a call: the Planner (decides) or the Executor (acts on the graph); one LM may serve each."""
 
@@ -55,4 +63,4 @@ class Role(StrEnum):
 #: `Decision` as the Literal type a signature field declares (the model sees "one of: proceed; ...").
 DecisionName = Literal[tuple(d.value for d in Decision)]  # type: ignore[valid-type]
 
-__all__ = ["Decision", "DecisionName", "Role", "Stage", "StageMode"]
+__all__ = ["Decision", "DecisionName", "Role", "Stage", "StageMode", "StepAction"]
