@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +43,9 @@ class ProgramSettings(BaseModel):
     program: str | None = Field(None, description="artifact path from `ppoga compile` / `ppoga tune`; None: the "
                                 "artifact shipped for this LM if there is one; 'none': no artifact (zero-shot)")
     overrides: dict[str, str] = Field(default_factory=dict, description="threshold NAME -> VALUE (text)")
+    stages: Literal["paper", "fused"] | None = Field(
+        None, description="stage mode: paper (one call per paper stage) or fused (calls reading the same inputs "
+        "merged); None: the artifact's mode, else paper")
     seed: int = Field(0, description="seed of the scripted noisy planner (`--lm oracle/noisy:P`)")
 
 
@@ -88,7 +91,8 @@ def thresholds_with(overrides: dict[str, str], base: Any = None):
         if name not in data:
             raise ConfigError(f"--set {name}={value}: unknown threshold; use one of {', '.join(data)}")
         text = str(value).strip()
-        data[name] = json.loads(text.lower()) if text.lower() in ("true", "false") else text
+        data[name] = json.loads(text.lower()) if text.lower() in ("true", "false", "null") else text
+        data[name] = None if text.lower() == "none" else data[name]
     try:
         return Thresholds.model_validate(data)
     except ValidationError as exc:
@@ -180,6 +184,7 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
 
     check_lm_settings(settings.lm)  # an unknown provider is found here, not at the first call
     from ppoga_dspy.method.program import PPoGA
+    from ppoga_dspy.method.vocabulary import StageMode
     from ppoga_dspy.optimizers.artifact import load_artifact
 
     artifact, artifact_path = None, None
@@ -201,6 +206,8 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
         if artifact is not None:
             artifact.apply(program, lm_description=description)
         program.thresholds = thresholds_with(settings.overrides, program.thresholds)
+        if settings.stages is not None:  # --stages wins over the artifact's mode
+            program.stages = StageMode(settings.stages)
         yield OpenedProgram(program=program, kg=kg, lm_description=description, artifact=artifact,
                             artifact_path=artifact_path, role_lms=role_lms)
     finally:

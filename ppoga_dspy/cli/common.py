@@ -58,7 +58,7 @@ def offline_environment() -> None:
 
 
 def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = False) -> None:
-    """--kg ..., --lm/--executor-lm ..., --program ARTIFACT and threshold overrides."""
+    """--kg ..., --lm/--executor-lm ..., --program ARTIFACT, --stages and threshold overrides."""
     from ppoga_dspy.cli.kg import add_kg_options
     from ppoga_dspy.lm import add_lm_options
 
@@ -68,6 +68,9 @@ def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = 
     group.add_argument("--program", metavar="ARTIFACT", default=None,
                        help="a compiled artifact from `ppoga compile`/`ppoga tune` (prompts, demos, thresholds); "
                             "default: the one shipped for the embedded model; `none`: zero-shot")
+    group.add_argument("--stages", choices=("paper", "fused"), default=None,
+                       help="paper: one LM call per paper stage (reproduction); fused: calls that read the same "
+                            "inputs merged (fewer calls); default: the artifact's mode, else paper")
     group.add_argument("--set", dest="threshold_overrides", action="append", default=[], metavar="NAME=VALUE",
                        help="override one threshold, e.g. --set max_replans=0 --set use_prediction=false")
 
@@ -119,6 +122,7 @@ def program_settings(args: argparse.Namespace):
         lm=lm_settings,
         program=getattr(args, "program", None),
         overrides=parse_overrides(getattr(args, "threshold_overrides", []) or []),
+        stages=getattr(args, "stages", None),
         seed=getattr(args, "seed", 0) or 0,
     )
 

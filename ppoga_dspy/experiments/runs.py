@@ -196,7 +196,7 @@ def _exclusive(path: Path, lock: Path) -> Iterator[None]:
 
 
 def program_fingerprint(program: Any) -> str:
-    """A short hash of what decides the program's behaviour: each predictor's prompt and demos, and the thresholds.
+    """A short hash of what decides the program's behaviour: each predictor's prompt and demos, thresholds, stage mode.
 
     The predictors' LMs are left out (the LM spec is recorded on its own), so the same compiled
     program reads the same with any backend.
@@ -209,7 +209,8 @@ def program_fingerprint(program: Any) -> str:
             if isinstance(entry, dict):
                 entry.pop("lm", None)
     thresholds = getattr(program, "thresholds", None)
-    data = {"state": state, "thresholds": thresholds.to_dict() if hasattr(thresholds, "to_dict") else thresholds}
+    data = {"state": state, "thresholds": thresholds.to_dict() if hasattr(thresholds, "to_dict") else thresholds,
+            "stages": str(getattr(program, "stages", "paper"))}
     text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

@@ -43,6 +43,10 @@ SIGNATURE_OUTPUTS: dict[frozenset[str], str] = {
     frozenset({"answers", "reasoning"}): "Answer",
     frozenset({"relations"}): "SelectRelations",
     frozenset({"entities", "rationale"}): "SelectEntities",
+    # `--stages fused`
+    frozenset({"steps", "first_prediction"}): "DecomposePredict",
+    frozenset({"thought", "missing", "decision", "reason", "next_prediction", "answers"}): "ThinkEvaluate",
+    frozenset({"pairs"}): "SelectRelationPairs",
 }
 
 
@@ -160,6 +164,53 @@ def scripted_lm(engine: ScriptedEngine, name: str = "scripted", **kwargs: Any):
     return dspy.LM(f"local/{name}", engine=engine, **kwargs)
 
 
+# -- fused signatures (`--stages fused`): each handler makes exactly the separate calls' decisions ---
+
+
+def fact_lines(inputs: dict[str, Any]) -> list[str]:
+    """The facts a fused ThinkEvaluate call reads: the observation's, then memory's "Known:" section."""
+    known = str(inputs.get("memory", "")).partition("\nKnown:\n")[2]
+    return [line for line in (str(inputs.get("observation", "")) + "\n" + known).splitlines() if line.strip()]
+
+
+def next_step(inputs: dict[str, Any]) -> str:
+    """The next step's objective a fused call was given ('' after the last step)."""
+    text = str(inputs.get("next_step", "") or "").strip()
+    return "" if text.casefold() in ("none", "") else text
+
+
+def decompose_predicting(decompose: Handler, predict: Handler) -> Handler:
+    """DecomposePredict as the Decompose handler, then the PredictOutcome handler on the plan's first step."""
+
+    def handler(inputs: dict[str, Any]) -> dict[str, Any]:
+        steps = decompose(inputs)["steps"]
+        first = predict({**inputs, "step": steps[0]["objective"]})["prediction"] if steps else ""
+        return {"steps": steps, "first_prediction": first}
+
+    return handler
+
+
+def pairs_by_entity(select_relations: Handler) -> Handler:
+    """SelectRelationPairs as one SelectRelations call per entity (same inputs, same draws), paired back."""
+
+    def handler(inputs: dict[str, Any]) -> dict[str, Any]:
+        menus: dict[str, list[str]] = {}
+        for line in inputs.get("candidates") or []:
+            entity, _, relation = str(line).rpartition(": ")
+            menus.setdefault(entity, []).append(relation)
+        pairs = []
+        for entity, relations in menus.items():
+            chosen = select_relations({**inputs, "entity": entity, "candidates": relations})["relations"]
+            pairs.extend(f"{entity}: {relation}" for relation in chosen)
+        return {"pairs": pairs}
+
+    return handler
+
+
+def _predicted(predict: Handler, inputs: dict[str, Any]) -> str:
+    return predict({**inputs, "step": next_step(inputs)})["prediction"] if next_step(inputs) else ""
+
+
 # -- a perfect planner that follows gold paths (cost floor of the method, control-flow tests) ------
 
 _FOLLOW = re.compile(r"follow relation ([^\s]+)")
@@ -240,23 +291,40 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         failed = str(inputs.get("observation", "")).startswith(("Nothing was found", "No entity"))
         return {"decision": "correct_path" if failed else "proceed", "reason": "scripted"}
 
+    def found(inputs: dict[str, Any], evidence: list[str]) -> list[str]:
+        text = "\n".join(evidence).casefold()
+        return [a for a in gold(inputs)["answers"] if a.casefold() in text]
+
     def answer(inputs: dict[str, Any]) -> dict[str, Any]:
         evidence = [str(e) for e in inputs.get("evidence") or []]
-        text = "\n".join(evidence).casefold()
-        found = [a for a in gold(inputs)["answers"] if a.casefold() in text]
-        if not found and evidence:
-            found = [evidence[-1].rstrip(")").rsplit(", ", 1)[-1]]
-        return {"answers": found, "reasoning": "read from the evidence"}
+        answers = found(inputs, evidence)
+        if not answers and evidence:
+            answers = [evidence[-1].rstrip(")").rsplit(", ", 1)[-1]]
+        return {"answers": answers, "reasoning": "read from the evidence"}
+
+    def predict(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"prediction": f"the step will {inputs.get('step', '')}"}
+
+    def think_evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
+        """Think's and Evaluate's replies; the next step predicted on proceeding, the answer after the last step
+        (only answers the facts hold: otherwise none, and the program asks Answer as paper mode does)."""
+        judged = {"thought": "compared", "missing": "nothing", **evaluate(inputs)}
+        proceeding = judged["decision"] == "proceed"
+        answers = found(inputs, fact_lines(inputs)) if proceeding and not next_step(inputs) else []
+        return {**judged, "next_prediction": _predicted(predict, inputs) if proceeding else "", "answers": answers}
 
     return {
         "Decompose": decompose,
         "Replan": decompose,
-        "PredictOutcome": lambda i: {"prediction": f"the step will {i.get('step', '')}"},
+        "PredictOutcome": predict,
         "Think": lambda i: {"thought": "compared", "missing": "nothing"},
         "Evaluate": evaluate,
         "Answer": answer,
         "SelectRelations": select_relations,
         "SelectEntities": select_entities,
+        "DecomposePredict": decompose_predicting(decompose, predict),
+        "ThinkEvaluate": think_evaluate,
+        "SelectRelationPairs": pairs_by_entity(select_relations),
     }
 
 
@@ -621,26 +689,49 @@ class NoisyPlanner:
             return {"decision": "replan", "reason": why if verdict == "replan" else "the step keeps failing"}
         return {"decision": "correct_path", "reason": why}
 
-    def answer(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def found(self, inputs: dict[str, Any], evidence: list[str]) -> list[str]:
+        """The gold answers the evidence names in a fact of the last gold relation."""
         gold = self.gold(inputs)
-        evidence = [str(e) for e in inputs.get("evidence") or []]
         last = gold["relations"][-1] if gold["relations"] else None
         facts = [line for line in evidence if last is None or last in line]
-        found = [a for a in gold["answers"] if any(_mentions(line, {a.casefold()}) for line in facts)]
+        return [a for a in gold["answers"] if any(_mentions(line, {a.casefold()}) for line in facts)]
+
+    def answer(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        evidence = [str(e) for e in inputs.get("evidence") or []]
+        found = self.found(inputs, evidence)
         if not found and evidence:
             found = [evidence[-1].rstrip(")").rsplit(", ", 1)[-1]]
         return {"answers": found, "reasoning": "read from the chain of facts"}
+
+    @staticmethod
+    def predict(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"prediction": f"the step will {inputs.get('step', '')}"}
+
+    def think_evaluate(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Think's and Evaluate's judgements, drawn exactly as the two separate calls draw them (one judge
+        draw per observation, shared through `counted_as`, and the same stats); the next step predicted on
+        proceeding; on finishing, the answers the facts hold (none otherwise: the program then asks Answer)."""
+        thought = self.think(inputs)
+        judged = self.evaluate(inputs)
+        decision = judged["decision"]
+        finishing = decision == "finish" or (decision == "proceed" and not next_step(inputs))
+        return {"thought": thought["thought"], "missing": thought["missing"], **judged,
+                "next_prediction": _predicted(self.predict, inputs) if decision == "proceed" else "",
+                "answers": self.found(inputs, fact_lines(inputs)) if finishing else []}
 
     def handlers(self) -> dict[str, Handler]:
         return {
             "Decompose": self.decompose,
             "Replan": self.decompose,
-            "PredictOutcome": lambda i: {"prediction": f"the step will {i.get('step', '')}"},
+            "PredictOutcome": self.predict,
             "Think": self.think,
             "Evaluate": self.evaluate,
             "Answer": self.answer,
             "SelectRelations": self.select_relations,
             "SelectEntities": self.select_entities,
+            "DecomposePredict": decompose_predicting(self.decompose, self.predict),
+            "ThinkEvaluate": self.think_evaluate,
+            "SelectRelationPairs": pairs_by_entity(self.select_relations),
         }
 
 

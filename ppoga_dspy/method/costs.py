@@ -22,6 +22,7 @@ class Costs:
     completion_tokens: Counter[str] = field(default_factory=Counter)
     role_calls: Counter[str] = field(default_factory=Counter)  # planner / executor -> LM requests
     role_tokens: Counter[str] = field(default_factory=Counter)
+    gated: Counter[str] = field(default_factory=Counter)  # stage -> choices made without an LM call (gating)
     cost_usd: float = 0.0
     kg_queries: int = 0
     kg_seconds: float = 0.0
@@ -41,6 +42,11 @@ class Costs:
             self.role_calls[role] += calls
             self.role_tokens[role] += prompt + completion
             self.cost_usd += sum(float(u.get("cost") or 0.0) for u in usage_entries)
+
+    def add_gated(self, stage: Stage) -> None:
+        """Record a choice made without asking the model (one candidate, or a decisive embedding margin)."""
+        with self._lock:
+            self.gated[Stage(stage).value] += 1
 
     def add_kg(self, seconds: float) -> None:
         with self._lock:
@@ -70,6 +76,8 @@ class Costs:
             "completion_tokens_by_stage": dict(self.completion_tokens),
             "lm_calls_by_role": dict(self.role_calls),
             "tokens_by_role": dict(self.role_tokens),
+            "gated_choices": sum(self.gated.values()),
+            "gated_by_stage": dict(self.gated),
             "cost_usd": round(self.cost_usd, 6),
             "kg_queries": self.kg_queries,
             "kg_seconds": round(self.kg_seconds, 4),

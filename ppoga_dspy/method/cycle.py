@@ -112,6 +112,7 @@ class StepLoop:
         self.topic_names = [t.label for t in topics]
         self.walk = Walk.start(topics)
         self.state = CycleState()
+        self.written: tuple[list[str], str] | None = None  # fused: the answer the finishing evaluation wrote
 
     @property
     def plan(self) -> list[PlanStepState]:
@@ -135,21 +136,48 @@ class StepLoop:
         cycle = StepCycle(index=self.state.index, objective=step.objective, attempt=step.attempts)
         memory.current = cycle
         if th.use_prediction:
-            cycle.prediction = self.planner.predict(run, self.question, step.objective)
+            cycle.prediction = self.prediction_for(step)
         observation = self.act(step)
         cycle.observation = observation.text()
         cycle.triples, cycle.frontier, cycle.paths = observation.triples, observation.frontier, observation.paths
         cycle.rationale = observation.rationale
-        cycle.thought, cycle.missing = self.planner.think_over(
-            run, self.question, step.objective, cycle.prediction, cycle.observation
-        )
-        decision, cycle.reason = self.planner.decide(
-            run, self.question, memory.strategic.plan_text(), step.objective, cycle.observation, cycle.thought,
-            found_something=not observation.empty,
-        )
-        cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty)
+        if run.fused:
+            self.judge_fused(cycle, observation, step.attempts)
+        else:
+            cycle.thought, cycle.missing = self.planner.think_over(
+                run, self.question, step.objective, cycle.prediction, cycle.observation
+            )
+            decision, cycle.reason = self.planner.decide(
+                run, self.question, memory.strategic.plan_text(), step.objective, cycle.observation, cycle.thought,
+                found_something=not observation.empty,
+            )
+            cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty)
         memory.history.append(cycle)
         return cycle, observation
+
+    def prediction_for(self, step: PlanStepState) -> str:
+        """The step's prediction: the one made ahead in fused mode (first try only), else a Predict call."""
+        carried, step.prediction = (step.prediction if step.attempts == 0 else ""), ""
+        if carried:
+            self.run.note("predict.carried", step=self.state.index, prediction=carried)
+            return carried
+        return self.planner.predict(self.run, self.question, step.objective)
+
+    def judge_fused(self, cycle: StepCycle, observation: Observation, attempts: int) -> None:
+        """Think + Evaluate in one call; what it wrote ahead goes to the next step (proceed) or the answer (finish)."""
+        found = not observation.empty
+        following = self.plan[self.state.index + 1] if self.state.index + 1 < len(self.plan) else None
+        judged = self.planner.think_and_decide(
+            self.run, self.question, cycle.objective, cycle.prediction, cycle.observation,
+            following.objective if following else "", found_something=found,
+        )
+        cycle.thought, cycle.missing, cycle.reason = judged.thought, judged.missing, judged.reason
+        cycle.decision = applied = self.enforce(judged.decision, attempts, found_something=found)
+        if applied is Decision.PROCEED and following is not None and self.run.thresholds.use_prediction:
+            following.prediction = judged.next_prediction
+        met = judged.decision in (Decision.PROCEED, Decision.FINISH)  # the model judged the evidence complete
+        if applied is Decision.FINISH and met and judged.answers:
+            self.written = self.planner.accept_answers(self.run, judged)
 
     def act(self, step: PlanStepState) -> Observation:
         """The step's action: explore the graph, intersect two branches, or (a memory step) no graph action."""

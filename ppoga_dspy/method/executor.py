@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 import dspy
 
 from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError, Relation, Triple
+from ppoga_dspy.method import gating
 from ppoga_dspy.method.choices import match_choices
 from ppoga_dspy.method.memory import relation_key
-from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank
+from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank, ranked
 from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, settled
 from ppoga_dspy.method.vocabulary import Role, Stage
-from ppoga_dspy.signatures import SelectEntities, SelectRelations
+from ppoga_dspy.signatures import SelectEntities, SelectRelationPairs, SelectRelations
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Executor(dspy.Module):
         super().__init__()
         self.select_relations = dspy.Predict(SelectRelations)
         self.select_entities = dspy.Predict(SelectEntities)
+        self.select_relation_pairs = dspy.Predict(SelectRelationPairs)  # `--stages fused`
         self.ranker: Ranker = ranker or EmbeddingRanker()
 
     def __deepcopy__(self, memo: dict) -> Executor:
@@ -153,6 +156,9 @@ class Executor(dspy.Module):
         keeps its most similar ones, and never crowds out a small group of another relation.
         """
         th = run.thresholds
+        if run.fused:  # one relation choice for the whole frontier (relation_pairs.py)
+            return self._gather_fused(run, question, objective, frontier, query, observation, step, chains,
+                                      prune=prune)
         candidates: list[Candidate] = []
         for entity in frontier[: th.frontier_limit]:
             arrived_by = (chains.get(entity.id) or [None])[-1]
@@ -162,6 +168,25 @@ class Executor(dspy.Module):
             for relation in self._choose_relations(run, question, objective, entity, relations, query):
                 group = self._follow(run, entity, relation, observation)
                 candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
+        return candidates
+
+    def _gather_fused(
+        self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
+        observation: Observation, step: int, chains: dict[str, list[Triple]], *, prune: bool = True,
+    ) -> list[Candidate]:
+        """`_gather` with one `SelectRelationPairs` call for every frontier entity left open by the rules."""
+        th = run.thresholds
+        menus = []
+        for entity in frontier[: th.frontier_limit]:
+            arrived_by = (chains.get(entity.id) or [None])[-1]
+            relations = self._candidate_relations(run, entity, observation, step, arrived_by)
+            if relations:
+                menus.append(self._menu(run, entity, relations, query))
+        pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus)
+        candidates: list[Candidate] = []
+        for entity, relation in pairs:
+            group = self._follow(run, entity, relation, observation)
+            candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
         return candidates
 
     def _follow(
@@ -232,13 +257,11 @@ class Executor(dspy.Module):
         self, run: QuestionRun, question: str, objective: str, entity: Entity, relations: list[Relation], query: str
     ) -> list[Relation]:
         th = run.thresholds
-        names = [relation_key(r) for r in relations]
-        order = rank(self.ranker, query, names)[: th.relation_candidates]
-        shown = [relations[i] for i in order]
-        if len(shown) < len(relations):
-            run.note("select_relations.ranked", entity=entity.id, shown=len(shown), of=len(relations))
-        if len(shown) == 1:
-            return shown
+        menu = self._menu(run, entity, relations, query)
+        shown = menu.shown
+        gated = settled(run, menu, Stage.SELECT_RELATIONS)  # one candidate, or a decisive margin
+        if gated is not None:
+            return gated
         shown_names = [relation_key(r) for r in shown]
         prediction = run.call(
             Stage.SELECT_RELATIONS, Role.EXECUTOR, self.select_relations,
@@ -249,6 +272,15 @@ class Executor(dspy.Module):
         if matched.invalid or not chosen:
             run.note("select_relations.fallback", invalid=matched.invalid, used=shown_names[0] if not chosen else None)
         return chosen or shown[:1]
+
+    def _menu(self, run: QuestionRun, entity: Entity, relations: list[Relation], query: str) -> Menu:
+        """The entity's relations ranked by similarity to question + step, the best `relation_candidates` kept."""
+        names = [relation_key(r) for r in relations]
+        order, scores = ranked(self.ranker, query, names)
+        keep = run.thresholds.relation_candidates
+        if len(order) > keep:
+            run.note("select_relations.ranked", entity=entity.id, shown=keep, of=len(relations))
+        return Menu(entity, [relations[i] for i in order[:keep]], scores[:keep])
 
     def _prune(self, candidates: list[Candidate], query: str, keep: int) -> list[Candidate]:
         if len(candidates) <= keep:
@@ -265,6 +297,11 @@ class Executor(dspy.Module):
             observation.rationale = f"all {len(candidates)} entities reached are kept (at most {th.entities_per_step})"
             return list(candidates)
         lines = [c.line() for c in candidates]
+        if th.gate_margin is not None:  # a decisive embedding ranking settles the choice without a call
+            order, scores = ranked(self.ranker, query, lines)
+            if gating.decisive(run, Stage.SELECT_ENTITIES, scores, lines[order[0]]):
+                observation.rationale = "gated: the candidate most similar to the question and step, by a margin"
+                return [candidates[order[0]]]
         prediction = run.call(
             Stage.SELECT_ENTITIES, Role.EXECUTOR, self.select_entities,
             question=question, step=objective, candidates=lines,

@@ -28,6 +28,7 @@ class PlanStepState:
     attempts: int = 0
     outcome: str = ""  # what the step found (completed) or why it failed
     missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
+    prediction: str = ""  # `--stages fused`: predicted ahead (by Decompose, or the evaluation that proceeded here)
     action: str = "explore"  # a StepAction value: explore, intersect (a conjunction) or memory (no graph action)
 
     def text(self) -> str:

@@ -9,6 +9,7 @@ itself lives in `program.py`.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import dspy
 
@@ -16,7 +17,16 @@ from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.memory import PlanStepState
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.vocabulary import Decision, Role, Stage, StepAction
-from ppoga_dspy.signatures import Answer, Decompose, Evaluate, PredictOutcome, Replan, Think
+from ppoga_dspy.signatures import (
+    Answer,
+    Decompose,
+    DecomposePredict,
+    Evaluate,
+    PredictOutcome,
+    Replan,
+    Think,
+    ThinkEvaluate,
+)
 
 
 def _steps(raw: object, limit: int) -> list[PlanStepState]:
@@ -57,6 +67,32 @@ def memory_text(run: QuestionRun) -> str:
     return f"Plan:\n{strategic.plan_text()}\nKnown:\n{knowledge.summary(run.thresholds.evidence_tokens)}"
 
 
+def answer_list(raw: object) -> list[str]:
+    """A reply's answers as clean names ("a" or ["a", " ", "b"] -> ["a", "b"])."""
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list | tuple):
+        return []
+    return [str(a).strip() for a in raw if str(a).strip()]
+
+
+@dataclass
+class Judgement:
+    """One fused Think + Evaluate reply: the thought, the decision, and what it wrote ahead.
+
+    `next_prediction` is the next step's prediction (used when the step proceeds); `answers` the
+    answer (used when the question finishes on the model's own proceed/finish).
+    """
+
+    thought: str
+    missing: str
+    decision: Decision
+    reason: str
+    next_prediction: str = ""
+    answers: list[str] = field(default_factory=list)
+    salvaged: bool = False
+
+
 class Planner(dspy.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -66,16 +102,24 @@ class Planner(dspy.Module):
         self.evaluate = dspy.Predict(Evaluate)
         self.replan = dspy.Predict(Replan)
         self.answer = dspy.Predict(Answer)
+        # `--stages fused`: the calls above that read the same inputs, merged
+        self.decompose_predict = dspy.Predict(DecomposePredict)
+        self.think_evaluate = dspy.Predict(ThinkEvaluate)
 
     def forward(self, **kwargs):  # pragma: no cover - the program calls the methods below
         raise NotImplementedError("Planner is driven by PPoGA")
 
     def make_plan(self, run: QuestionRun, question: str, topics: list[str]) -> list[PlanStepState]:
-        prediction = run.call(Stage.DECOMPOSE, Role.PLANNER, self.decompose, question=question, topic_entities=topics)
+        """The plan; in fused mode (prediction on) its first step carries the prediction made in the same call."""
+        fused = run.fused and run.thresholds.use_prediction
+        stage, predictor = (Stage.DECOMPOSE_PREDICT, self.decompose_predict) if fused else (Stage.DECOMPOSE,
+                                                                                            self.decompose)
+        prediction = run.call(stage, Role.PLANNER, predictor, question=question, topic_entities=topics)
         steps = _steps(getattr(prediction, "steps", None), run.thresholds.max_depth)
         if not steps:
             run.note("decompose.fallback", reason="no usable plan; using a single step")
-            steps = [PlanStepState(objective=f"Find the answer to: {question}")]
+            return [PlanStepState(objective=f"Find the answer to: {question}")]
+        steps[0].prediction = str(getattr(prediction, "first_prediction", "") or "").strip() if fused else ""
         return steps
 
     def make_new_plan(
@@ -117,29 +161,59 @@ class Planner(dspy.Module):
             question=question, plan=plan, step=objective, observation=observation, thought=thought,
             memory=run.memory.knowledge.summary(run.thresholds.evidence_tokens),
         )
-        word = str(getattr(result, "decision", "") or "").strip().lower()
-        if word not in set(Decision):
-            decision = Decision.PROCEED if found_something else Decision.CORRECT_PATH
-            run.note("evaluate.fallback", decision=decision)
-            return decision, "fallback: the model's decision was unusable"
-        return Decision(word), str(getattr(result, "reason", "") or "")
+        return _decision(run, result, found_something, Stage.EVALUATE)
+
+    def think_and_decide(
+        self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str, next_step: str,
+        found_something: bool,
+    ) -> Judgement:
+        """`--stages fused`: Think and Evaluate in one call, which also predicts the next step or answers."""
+        result = run.call(
+            Stage.THINK_EVALUATE, Role.PLANNER, self.think_evaluate,
+            question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
+            memory=memory_text(run), next_step=next_step or "none",
+        )
+        decision, reason = _decision(run, result, found_something, Stage.THINK_EVALUATE)
+        return Judgement(
+            thought=str(getattr(result, "thought", "") or ""), missing=str(getattr(result, "missing", "") or ""),
+            decision=decision, reason=reason, next_prediction=str(getattr(result, "next_prediction", "") or "").strip(),
+            answers=answer_list(getattr(result, "answers", None)), salvaged=bool(getattr(result, "_salvaged", False)),
+        )
+
+    def accept_answers(self, run: QuestionRun, judged: Judgement) -> tuple[list[str], str] | None:
+        """A finishing fused evaluation's answer, when it holds as Answer's would; else None (Answer is asked)."""
+        answers = grounded(run, judged.answers, judged.salvaged)
+        run.note("answer.written_by_evaluate" if answers else "answer.written_rejected", answers=judged.answers)
+        return (answers, f"{judged.thought} {judged.reason}".strip()) if answers else None
 
     def write_answer(self, run: QuestionRun, question: str, evidence: list[str]) -> tuple[list[str], str] | None:
         result = run.call(Stage.ANSWER, Role.PLANNER, self.answer, question=question, evidence=evidence)
         if result is None:
             return None
-        answers = getattr(result, "answers", None)
-        if isinstance(answers, str):
-            answers = [answers]
-        answers = [str(a).strip() for a in (answers or []) if str(a).strip()]
-        if run.thresholds.ground_answers or getattr(result, "_salvaged", False):
-            # PPoGA answers from the evidence: an answer counts where it names an entity found on the graph
-            # (always for a salvaged reply) or is a value no graph entity names (a count, a date, yes/no:
-            # kept, and marked ungrounded by the program); with none left the program falls back to the last
-            # step's entities
-            topics = {t.id for t in run.memory.strategic.topic_entities}
-            known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
-            answers = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
-            if not answers:
-                return None
-        return answers, str(getattr(result, "reasoning", "") or "")
+        answers = grounded(run, answer_list(getattr(result, "answers", None)), getattr(result, "_salvaged", False))
+        return None if answers is None else (answers, str(getattr(result, "reasoning", "") or ""))
+
+
+def grounded(run: QuestionRun, answers: list[str], salvaged: bool) -> list[str] | None:
+    """The answers that count, or None when none is left (the caller falls back).
+
+    PPoGA answers from the evidence: an answer counts where it names an entity found on the graph
+    (always checked for a salvaged reply) or is a value no graph entity names (a count, a date,
+    yes/no: kept, and marked ungrounded by the program).
+    """
+    if not (run.thresholds.ground_answers or salvaged):
+        return answers
+    topics = {t.id for t in run.memory.strategic.topic_entities}
+    known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
+    answers = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
+    return answers or None
+
+
+def _decision(run: QuestionRun, result: object, found_something: bool, stage: Stage) -> tuple[Decision, str]:
+    """The reply's decision and reason; an unusable decision falls back to one derived from the observation."""
+    word = str(getattr(result, "decision", "") or "").strip().lower()
+    if word not in set(Decision):
+        decision = Decision.PROCEED if found_something else Decision.CORRECT_PATH
+        run.note(f"{stage}.fallback", decision=decision)
+        return decision, "fallback: the model's decision was unusable"
+    return Decision(word), str(getattr(result, "reason", "") or "")

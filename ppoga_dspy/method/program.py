@@ -26,6 +26,7 @@ from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.method.tools import KGTools
+from ppoga_dspy.method.vocabulary import StageMode
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class PPoGA(dspy.Module):
         thresholds: Thresholds | None = None,
         role_lms: dict[str, Any] | None = None,
         ranker: Ranker | None = None,
+        stages: StageMode | str = StageMode.PAPER,
     ) -> None:
         super().__init__()
         self.planner = Planner()
@@ -51,6 +53,7 @@ class PPoGA(dspy.Module):
         self.kg = kg
         self.thresholds = thresholds or Thresholds()
         self.role_lms = dict(role_lms or {})
+        self.stages = StageMode(stages)  # paper: one call per paper stage; fused: calls sharing inputs merged
 
     def __deepcopy__(self, memo: dict) -> PPoGA:
         import copy
@@ -68,7 +71,8 @@ class PPoGA(dspy.Module):
             raise ConfigError("PPoGA has no knowledge graph: pass kg=ppoga_dspy.kg.open_kg(PATH_OR_URL).")
         started = time.perf_counter()
         memory = Memory(StrategicMemory(question=question))
-        run = QuestionRun(memory=memory, thresholds=self.thresholds, tools=None, role_lms=self.role_lms)
+        run = QuestionRun(memory=memory, thresholds=self.thresholds, tools=None, role_lms=self.role_lms,
+                          stages=StageMode(self.stages))
         run.tools = KGTools(self.kg, run.costs, memory)
         answers, answer_ids, reasoning, failure = self._guarded(run, question, topic_entities)
         status, error_kind, error = ("failed", *failure) if failure else ("ok", None, None)
@@ -116,15 +120,17 @@ class PPoGA(dspy.Module):
         memory.knowledge.add_entities(topics)
         run.note("topics", entities=[t.to_dict() for t in topics])
         memory.strategic.plan = self.planner.make_plan(run, question, [t.label for t in topics])
-        walk = StepLoop(self.planner, self.executor, run, question, topics).go()
-        return self._answer(run, question, walk.frontier)
+        loop = StepLoop(self.planner, self.executor, run, question, topics)
+        walk = loop.go()
+        return self._answer(run, question, walk.frontier, loop.written)
 
     def _answer(
-        self, run: QuestionRun, question: str, frontier: list[Entity]
+        self, run: QuestionRun, question: str, frontier: list[Entity], prewritten: tuple[list[str], str] | None = None
     ) -> tuple[list[str], list[str | None], str]:
         knowledge = run.memory.knowledge
-        evidence = knowledge.evidence(self.thresholds.evidence_tokens)
-        written = self.planner.write_answer(run, question, evidence)
+        written = prewritten  # fused mode: written by the evaluation that finished (already grounded)
+        if written is None:
+            written = self.planner.write_answer(run, question, knowledge.evidence(self.thresholds.evidence_tokens))
         if written is None or not written[0]:
             fallback = [e.label for e in frontier if e.id not in {t.id for t in run.memory.strategic.topic_entities}]
             run.note("answer.fallback", answers=fallback)

@@ -87,8 +87,14 @@ class EmbeddingRanker:
 
 def rank(ranker: Ranker, query: str, texts: list[str]) -> list[int]:
     """Indices of `texts`, most relevant first; ties keep the original order (stable)."""
+    return ranked(ranker, query, texts)[0]
+
+
+def ranked(ranker: Ranker, query: str, texts: list[str]) -> tuple[list[int], list[float]]:
+    """`rank`'s indices and, in the same order, their scores (what a gated choice reads its margin from)."""
     scores = ranker.scores(query, texts)
-    return sorted(range(len(texts)), key=lambda i: -scores[i])
+    order = sorted(range(len(texts)), key=lambda i: -scores[i])
+    return order, [scores[i] for i in order]
 
 
 def prune(ranker: Ranker, query: str, texts: list[str], keep: int) -> list[int]:

@@ -20,7 +20,7 @@ from ppoga_dspy.errors import LMError
 from ppoga_dspy.method.costs import Costs
 from ppoga_dspy.method.memory import Memory, TraceEvent
 from ppoga_dspy.method.thresholds import Thresholds
-from ppoga_dspy.method.vocabulary import Role, Stage
+from ppoga_dspy.method.vocabulary import Role, Stage, StageMode
 
 
 class LMCallError(LMError):
@@ -59,13 +59,18 @@ def adapter_for(lm: Any) -> Any | None:
 
 @dataclass
 class QuestionRun:
-    """Everything one question's run owns: memory and trace, costs, limits, KG tools, role LMs."""
+    """Everything one question's run owns: memory and trace, costs, limits, KG tools, role LMs, stage mode."""
 
     memory: Memory
     thresholds: Thresholds
     tools: Any  # ppoga_dspy.method.tools.KGTools (kept untyped here to avoid an import cycle)
     role_lms: dict[str, Any] = field(default_factory=dict)
     costs: Costs = field(default_factory=Costs)
+    stages: StageMode = StageMode.PAPER  # `fused`: calls that read the same inputs are merged (see program.py)
+
+    @property
+    def fused(self) -> bool:
+        return self.stages == StageMode.FUSED
 
     def call(self, stage: Stage, role: Role, predictor: Any, **inputs: Any) -> Any | None:
         """Run one predictor; the prediction, or None when the model's reply could not be used."""

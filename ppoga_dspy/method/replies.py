@@ -73,7 +73,10 @@ def coerce(raw: str, annotation: Any) -> Any:
 
 
 def salvage(lm_response: Any, signature: Any) -> dict[str, Any] | None:
-    """Every output field of `signature` read from the raw reply, or None when a field has nothing usable."""
+    """Every output field of `signature` read from the raw reply, or None when a required field has nothing usable.
+
+    An optional field (one with a default) the reply leaves out is left out here too: the caller reads its default.
+    """
     text = lm_response if isinstance(lm_response, str) else str(lm_response or "")
     sections = {name: body for name, body in _SECTION.findall(text)}
     outputs = signature.output_fields
@@ -82,10 +85,13 @@ def salvage(lm_response: Any, signature: Any) -> dict[str, Any] | None:
     values: dict[str, Any] = {}
     for name, field in outputs.items():
         raw = sections.get(name)
+        if raw is None and not field.is_required():  # an optional output (fused signatures): its default
+            continue
         if raw is None:
             return None
         try:
             values[name] = coerce(raw, field.annotation)
         except Unsalvageable:
-            return None
+            if field.is_required():
+                return None
     return values

@@ -42,6 +42,11 @@ class Thresholds(BaseModel):
         description="token budget of the evidence the Planner reads: reasoning chains first, then the step's "
         "selected facts, then other observed facts (PoG keeps its memory to the same order)",
     )
+    gate_margin: float | None = Field(
+        None, ge=0.0, le=2.0,
+        description="gated choices: no LM call when the best candidate's embedding similarity beats the second's "
+        "by more than this (the best is taken); None: never gate on the margin (a single candidate never needs a call)",
+    )
     use_prediction: bool = Field(True, description="ablation: predict each step's outcome before acting")
     use_path_correction: bool = Field(True, description="ablation: retry a failed step avoiding failed paths")
     use_plan_correction: bool = Field(True, description="ablation: replan after repeated failures")

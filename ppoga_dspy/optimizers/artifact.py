@@ -10,6 +10,11 @@ Schema 2 adds two optional sections: `knn`, the nearest-neighbour demo pool (`op
 questions, float16 embeddings and stage records, all offline), and `adapter`, a LoRA adapter folder
 written by `--optimizer finetune`, stored relative to the artifact so the pair moves together.
 Schema 1 files (no such sections) load unchanged.
+
+`stages` records the stage mode the program ran in (`paper` or `fused`, see `PPoGA`); loading
+restores it (a file without it is `paper`), and `--stages` overrides it after loading. The fused
+predictors (`FUSED_PREDICTORS`) are newer than some files: a file without their state leaves them
+as they are (zero-shot), so older artifacts still load.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ log = logging.getLogger(__name__)
 SCHEMA = "ppoga-dspy/artifact/2"
 #: Every schema this version reads; 1 lacks the `knn` and `adapter` sections.
 READABLE_SCHEMAS = ("ppoga-dspy/artifact/1", SCHEMA)
+#: Predictors of `--stages fused`, absent from artifacts written before it: loading leaves them zero-shot.
+FUSED_PREDICTORS = ("planner.decompose_predict", "planner.think_evaluate", "executor.select_relation_pairs")
 
 
 class ArtifactLMMismatch(UserWarning):
@@ -58,7 +65,7 @@ def _program_state(program) -> dict[str, Any]:
 
 # Fields written under their own names, in this order (the program state is saved as "program").
 _SAVED_AS_IS = ("schema", "created", "lm", "dataset", "split", "optimizer", "scores", "tuning", "thresholds",
-               "versions")
+               "stages", "versions")
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Artifact:
     versions: dict[str, str] = field(default_factory=versions)
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     schema: str = SCHEMA
+    stages: str = "paper"  # the stage mode it was compiled/tuned in (StageMode value)
     knn: dict[str, Any] | None = None  # DemoPool.to_dict() of a program compiled with --optimizer knn
     adapter: str | None = None  # LoRA adapter folder, relative to the artifact's own folder
     path: Path | None = None  # where it was loaded from (resolves `adapter`); not saved
@@ -84,6 +92,7 @@ class Artifact:
 
         pool = pool_of(program)
         return cls(program_state=_program_state(program), thresholds=program.thresholds.to_dict(), lm=lm,
+                   stages=str(getattr(program, "stages", "paper")),
                    knn=pool.to_dict() if pool is not None else None, **provenance)
 
     def adapter_path(self) -> Path | None:
@@ -110,8 +119,9 @@ class Artifact:
         return path
 
     def apply(self, program, *, lm_description: str | None = None) -> None:
-        """Restore prompts, demos and thresholds into `program`; all or nothing."""
+        """Restore prompts, demos, thresholds and the stage mode into `program`; all or nothing."""
         from ppoga_dspy.method.thresholds import Thresholds
+        from ppoga_dspy.method.vocabulary import StageMode
 
         if lm_description and self.lm and lm_description != self.lm:
             warnings.warn(
@@ -131,16 +141,28 @@ class Artifact:
             pool = DemoPool.from_dict(self.knn)  # checked before the program is touched
         try:
             thresholds = Thresholds.from_dict(self.thresholds)
-            program.load_state(self.program_state)  # DSPy rehearses on a deep copy before touching the program
+            stages = StageMode(self.stages or "paper")
+            # DSPy rehearses on a deep copy before touching the program
+            program.load_state(_with_fused_defaults(self.program_state, program))
         except Exception as exc:
             raise ArtifactError(f"the artifact does not fit this program ({type(exc).__name__}: {exc}); "
                                 f"it may come from another ppoga-dspy version ({self.versions.get('ppoga-dspy')})"
                                 ) from exc
         program.thresholds = thresholds
+        program.stages = stages
         if pool is not None:
             from ppoga_dspy.optimizers.knn import install_pool
 
             install_pool(program, pool)
+
+
+def _with_fused_defaults(state: dict[str, Any], program) -> dict[str, Any]:
+    """`state`, plus the program's own state of any fused predictor the file predates (see FUSED_PREDICTORS)."""
+    missing = [name for name in FUSED_PREDICTORS if name not in state]
+    if not missing:
+        return state
+    own = program.dump_state()
+    return {**state, **{name: own[name] for name in missing if name in own}}
 
 
 def load_artifact(path: str | Path) -> Artifact:
@@ -167,6 +189,7 @@ def load_artifact(path: str | Path) -> Artifact:
         optimizer=data.get("optimizer"),
         scores=data.get("scores") or {},
         tuning=data.get("tuning") or {},
+        stages=data.get("stages") or "paper",
         versions=data.get("versions") or {},
         created=data.get("created") or "",
         knn=data.get("knn") or None,

@@ -63,14 +63,18 @@ def suggest_thresholds(trial: Any, base: Thresholds, *, search_switches: bool = 
         "entities_per_step": trial.suggest_int("entities_per_step", 1, 6),
         "relation_candidates": trial.suggest_int("relation_candidates", 5, 50, log=True),
         "max_depth": trial.suggest_int("max_depth", 2, 5),
+        "gate_margin": trial.suggest_categorical("gate_margin", GATE_MARGINS),
     }
     if search_switches:
         update.update({name: trial.suggest_categorical(name, [True, False]) for name in SWITCHES})
     return base.model_copy(update=update)
 
 
+#: `gate_margin` choices: None (never gate on the margin) or a similarity lead that settles a choice without a call.
+GATE_MARGINS: tuple[float | None, ...] = (None, 0.1, 0.2, 0.3, 0.5)
+
 SEARCHED = ("max_path_corrections", "max_replans", "prune_threshold", "relations_per_step", "entities_per_step",
-            "relation_candidates", "max_depth")
+            "relation_candidates", "max_depth", "gate_margin")
 
 
 def ablation_of(params: dict[str, Any]) -> list[str]:
@@ -124,6 +128,8 @@ def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: T
         start = {name: getattr(base, name) for name in searched}
         if not search_switches:  # inside the frozen space, whatever the base says
             start.update({k: max(1, start[k]) for k in ("max_path_corrections", "max_replans")})
+        if start["gate_margin"] not in GATE_MARGINS:  # the nearest choice of the categorical space
+            start["gate_margin"] = min(GATE_MARGINS[1:], key=lambda m: abs(m - start["gate_margin"]))
         study.enqueue_trial(start)
     return study
 

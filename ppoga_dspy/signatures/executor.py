@@ -35,3 +35,18 @@ class SelectEntities(dspy.Signature):
     candidates: list[str] = dspy.InputField(desc="facts found, as 'entity  <- (head, relation, tail)'")
     entities: list[str] = dspy.OutputField(desc="chosen entity names, copied from the candidates")
     rationale: str = dspy.OutputField(desc="why these entities serve the objective")
+
+
+class SelectRelationPairs(dspy.Signature):
+    """Choose the relations to follow from each of the entities below to reach this step's objective.
+
+    Each candidate is "entity: relation". Copy the chosen candidates exactly, most promising first, at
+    least one for every entity worth following. Relations marked "(reverse)" are followed from the
+    other end of the fact.
+    """
+
+    # `--stages fused`: one call for the whole frontier instead of one SelectRelations call per entity
+    question: str = dspy.InputField()
+    step: str = dspy.InputField(desc="the objective of the current step")
+    candidates: list[str] = dspy.InputField(desc="'entity: relation' pairs, each entity's best-ranked first")
+    pairs: list[str] = dspy.OutputField(desc="chosen 'entity: relation' pairs, copied from the candidates")

@@ -116,3 +116,47 @@ class Answer(dspy.Signature):
     evidence: list[str] = dspy.InputField(desc="facts from the graph as (head, relation, tail)")
     answers: list[str] = dspy.OutputField(desc="answer entity names, best first")
     reasoning: str = dspy.OutputField(desc="the chain of facts that leads to the answer")
+
+
+# -- `--stages fused`: one call where the paper makes several that read the same inputs -----------
+
+
+class DecomposePredict(dspy.Signature):
+    """Break the question into a short plan for answering it from a knowledge graph, and predict the first step.
+
+    Start from the topic entities. Each step should move one relation away from what the previous
+    step found (one hop), so a question about "the spouse of the director of X" needs two steps:
+    find the director of X, then find that person's spouse. Use as few steps as the question needs.
+    Then, before anything is looked up, predict what the first step will find: the kind of relation
+    to follow and the kind of entity expected (and a guess of the entity itself if you know it).
+    """
+
+    question: str = dspy.InputField()
+    topic_entities: list[str] = dspy.InputField(desc="names of the entities the question is about")
+    steps: list[PlanStep] = dspy.OutputField(desc="ordered steps, usually 1 to 3")
+    first_prediction: str = dspy.OutputField(desc="the first step's expected relation, entity type and, if known, "
+                                             "entity")
+
+
+class ThinkEvaluate(dspy.Signature):
+    """Judge this step's observation against its prediction, then decide what to do next.
+
+    proceed: the step's objective is met and more steps remain.
+    correct_path: the step failed (wrong or empty facts) but the plan is sound; retry it on another path.
+    replan: the plan itself is wrong or keeps failing; make a new plan.
+    finish: the facts gathered are enough to answer the question now.
+    On proceed, predict the next step; on finish or after the last step, answer with names from the facts.
+    """
+
+    question: str = dspy.InputField()
+    step: str = dspy.InputField(desc="the current step's objective")
+    prediction: str = dspy.InputField(desc="what was expected before acting")
+    observation: str = dspy.InputField(desc="the facts the graph returned for this step")
+    memory: str = dspy.InputField(desc="the plan with each step's status, the facts found, what failed")
+    next_step: str = dspy.InputField(desc="the next step's objective, or 'none' after the last step")
+    thought: str = dspy.OutputField(desc="does the observation meet the objective, and how it differs")
+    missing: str = dspy.OutputField(desc="what is still missing, or 'nothing'")
+    decision: DecisionName = dspy.OutputField()
+    reason: str = dspy.OutputField(desc="one sentence justifying the decision")
+    next_prediction: str = dspy.OutputField(default="", desc="on proceed: the next step's expected relation and entity")
+    answers: list[str] = dspy.OutputField(default=[], desc="on finish: answer entity names, best first; else []")

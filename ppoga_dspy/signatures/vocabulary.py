@@ -23,6 +23,17 @@ class Stage(StrEnum):
     ANSWER = "answer"
     SELECT_RELATIONS = "select_relations"
     SELECT_ENTITIES = "select_entities"
+    # `--stages fused`: one call where paper mode makes several that read the same inputs
+    DECOMPOSE_PREDICT = "decompose_predict"  # Decompose + the first step's prediction
+    THINK_EVALUATE = "think_evaluate"  # Think + Evaluate (+ the next step's prediction, or the answer)
+    SELECT_RELATION_PAIRS = "select_relation_pairs"  # SelectRelations for every frontier entity at once
+
+
+class StageMode(StrEnum):
+    """How stages map to LLM calls: `paper` (one call per paper stage) or `fused` (calls sharing inputs merged)."""
+
+    PAPER = "paper"
+    FUSED = "fused"
 
 
 class Decision(StrEnum):
@@ -52,4 +63,4 @@ class Role(StrEnum):
 #: `Decision` as the Literal type a signature field declares (the model sees "one of: proceed; ...").
 DecisionName = Literal[tuple(d.value for d in Decision)]  # type: ignore[valid-type]
 
-__all__ = ["Decision", "DecisionName", "Role", "Stage", "StepAction"]
+__all__ = ["Decision", "DecisionName", "Role", "Stage", "StageMode", "StepAction"]

@@ -41,5 +41,6 @@ def test_think_is_one_word_for_one_stage():
     assert "thought" in Think.output_fields and "thought" in Evaluate.input_fields
     assert "reflection" not in Think.output_fields
     assert [s.value for s in Stage] == ["decompose", "predict", "think", "evaluate", "replan", "answer",
-                                        "select_relations", "select_entities"]
+                                        "select_relations", "select_entities",
+                                        "decompose_predict", "think_evaluate", "select_relation_pairs"]
     assert set(Evaluate.output_fields["decision"].annotation.__args__) == {d.value for d in Decision}

@@ -1,0 +1,63 @@
+"""`--stages fused`: one relation choice for the whole frontier, as "entity: relation" pairs.
+
+Paper mode asks `SelectRelations` once per frontier entity with two or more relations; the calls
+read the same question and step, so fused mode asks once with every entity's ranked relations as
+"entity: relation" candidates. The rules stay per entity: an entity with one relation, or whose
+ranking is decisive (`gate_margin`), is settled without the model; each entity follows at most
+`relations_per_step` relations; an entity the reply names no valid pair for falls back to its
+best-ranked relation, as in paper mode, and the trace says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppoga_dspy.kg.base import Entity, Relation
+from ppoga_dspy.method import gating
+from ppoga_dspy.method.choices import match_choices
+from ppoga_dspy.method.memory import relation_key
+from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.vocabulary import Role, Stage
+
+
+@dataclass
+class Menu:
+    """One frontier entity's relations as shown to the model (ranked and capped) and their scores."""
+
+    entity: Entity
+    shown: list[Relation]
+    scores: list[float]
+
+    def lines(self) -> list[str]:
+        return [f"{self.entity.describe()}: {relation_key(r)}" for r in self.shown]
+
+
+def settled(run: QuestionRun, menu: Menu, stage: Stage = Stage.SELECT_RELATION_PAIRS) -> list[Relation] | None:
+    """The relations an entity follows without the model (one candidate, or a decisive margin), else None."""
+    first = relation_key(menu.shown[0])
+    if len(menu.shown) == 1:
+        gating.only_one(run, stage, first, entity=menu.entity.id)
+        return menu.shown
+    if gating.decisive(run, stage, menu.scores, first, entity=menu.entity.id):
+        return menu.shown[:1]
+    return None
+
+
+def choose_pairs(run: QuestionRun, predictor, *, question: str, objective: str,
+                 menus: list[Menu]) -> list[tuple[Entity, Relation]]:
+    """(entity, relation) to follow, in frontier order; one LM call for every entity the rules leave open."""
+    decided = {id(m): settled(run, m) for m in menus}
+    asked = [m for m in menus if decided[id(m)] is None]
+    if asked:
+        lines = [line for m in asked for line in m.lines()]
+        prediction = run.call(Stage.SELECT_RELATION_PAIRS, Role.EXECUTOR, predictor,
+                              question=question, step=objective, candidates=lines)
+        matched = match_choices(getattr(prediction, "pairs", None), lines)
+        owners = [(m, r) for m in asked for r in m.shown]
+        for menu in asked:
+            picked = [r for i in matched.indices for m, r in [owners[i]] if m is menu]
+            decided[id(menu)] = picked[: run.thresholds.relations_per_step] or menu.shown[:1]
+            if not picked:
+                run.note("select_relation_pairs.fallback", entity=menu.entity.id, invalid=matched.invalid,
+                         used=relation_key(menu.shown[0]))
+    return [(m.entity, r) for m in menus for r in decided[id(m)]]
