@@ -12,8 +12,9 @@ real:
   decoded through a trie of the candidates' tokens, so every name is exactly one of them;
 - a *one-of* (`Literal[...]` output, e.g. Evaluate's `decision`): exactly one of the literals;
 - an *object list* (`list[Model]` whose JSON schema items are objects of string properties, e.g.
-  Decompose's `steps`, Replan's `new_steps`): `[{"objective": "...", "expected_outcome": "..."}]`,
-  the keys and punctuation written by the engine, the strings by the model.
+  Decompose's `steps`, Replan's `new_steps`): `[{"objective": "...", "action": "explore", ...}]`,
+  the keys and punctuation written by the engine, the strings by the model, and a property with a
+  schema `enum` (a step's `action`) chosen among its values.
 
 Everything here reads only the prompt text DSPy's ChatAdapter writes (`lm` may import no signatures):
 the closing "Respond with the corresponding output fields, starting with ..." sentence names the
@@ -33,7 +34,7 @@ from typing import Any
 
 #: Bumped whenever the constrained decoder writes different replies for the same prompt: it is part of the
 #: engine's identity (`EmbeddedEngine.dump_state`), so the response cache never serves an older decoder's reply.
-RULES_VERSION = 2
+RULES_VERSION = 3
 #: Names chosen at most per choice field: the Executor follows at most 3 relations / entities per step by
 #: default (`relations_per_step`, `entities_per_step`), so a fourth would be cut anyway.
 CHOICE_LIMIT = 3
@@ -75,10 +76,18 @@ class OneOf:
 
 @dataclass(frozen=True)
 class ObjectList:
-    """A JSON list of one to `limit` objects with these string properties, in this order."""
+    """A JSON list of one to `limit` objects with these string properties, in this order.
+
+    `options` pairs a property with its closed set of values (a schema `enum`, e.g. a plan step's
+    `action`); such a property is decoded as a choice among them, the others freely.
+    """
 
     properties: tuple[str, ...]
     limit: int = OBJECT_LIMIT
+    options: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def options_of(self, name: str) -> tuple[str, ...] | None:
+        return dict(self.options).get(name)
 
 
 Constraint = Choice | OneOf | ObjectList
@@ -160,8 +169,8 @@ def _literal_options(type_text: str) -> tuple[str, ...] | None:
     return options or None
 
 
-def _object_properties(schema: Any) -> tuple[str, ...] | None:
-    """The property names of a list-of-objects schema whose properties are all strings (required first)."""
+def _object_list(schema: Any) -> ObjectList | None:
+    """An object list for a list-of-objects schema whose properties are all strings (required first)."""
     if not isinstance(schema, dict) or schema.get("type") != "array":
         return None
     items = schema.get("items") or {}
@@ -174,7 +183,13 @@ def _object_properties(schema: Any) -> tuple[str, ...] | None:
     if any(not isinstance(p, dict) or p.get("type") != "string" for p in properties.values()):
         return None
     required = [p for p in items.get("required", []) if p in properties]
-    return tuple(required + [p for p in properties if p not in required])
+    names = tuple(required + [p for p in properties if p not in required])
+    options = tuple(
+        (name, tuple(str(v) for v in enum))
+        for name in names
+        if isinstance(enum := properties[name].get("enum"), list) and enum and all(isinstance(v, str) for v in enum)
+    )
+    return ObjectList(names, options=options)
 
 
 def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
@@ -190,8 +205,8 @@ def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
             found[name] = Choice(choice_options(candidates))
         elif (options := _literal_options(type_text)) is not None:
             found[name] = OneOf(options)
-        elif type_text.startswith("list[") and (properties := _object_properties(prompt.schemas.get(name))):
-            found[name] = ObjectList(properties)
+        elif type_text.startswith("list[") and (objects := _object_list(prompt.schemas.get(name))):
+            found[name] = objects
     return found
 
 

@@ -968,6 +968,13 @@ class EmbeddedEngine:
         for count in range(1, shape.limit + 1):
             for position, name in enumerate(shape.properties):
                 value += ('"' if position == 0 else '", "') + f'{name}": "'
+                if (options := shape.options_of(name)) is not None:
+                    bodies = [_constraints.json_string_body(o) for o in options]
+                    index, used = self._choose(loaded, text + value, _constraints.TokenTrie.of_texts(tokenizer, bodies),
+                                               [], sampling)
+                    spent += used
+                    value += bodies[index or 0]
+                    continue
                 room = max(1, min(_constraints.STRING_TOKENS, budget - spent))
                 if self.legacy:
                     raw = self._raw(loaded, text + value, room, string_stops, sampling)

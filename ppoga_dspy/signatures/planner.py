@@ -10,7 +10,7 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
-from ppoga_dspy.signatures.vocabulary import DecisionName
+from ppoga_dspy.signatures.vocabulary import DecisionName, StepAction
 
 
 class PlanStep(BaseModel):
@@ -23,6 +23,9 @@ class PlanStep(BaseModel):
         description="explore: follow relations from what was found; intersect: keep only the entities reached "
         "from every topic entity (e.g. 'the forward of club X'); memory: compare, count or pick among the facts "
         "already found, with no graph action",
+        # shown to the model and read by the embedded engine's constraints; parsing stays lenient (any text
+        # is taken, and the planner reads an unknown action as explore), so a stray word never fails a plan
+        json_schema_extra={"enum": [a.value for a in StepAction]},
     )
 
 

@@ -21,7 +21,7 @@ from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.guard import engine_identity
 from ppoga_dspy.signatures.executor import SelectEntities, SelectRelations
 from ppoga_dspy.signatures.planner import Answer, Decompose, Evaluate, PlanStep, Replan, Think
-from ppoga_dspy.signatures.vocabulary import Decision
+from ppoga_dspy.signatures.vocabulary import Decision, StepAction
 
 RELATIONS = ["zq.member_of_squad", "zq.member_of_squad (reverse)", "wc.player.plays_for", "wc.coach"]
 ENTITY_LINES = ["Lionel Messi  <- (Argentina, squad, Lionel Messi)",
@@ -48,7 +48,9 @@ def test_decisions_are_the_four_and_plans_are_lists_of_steps():
     evaluate = constraints_for(chat_for(Evaluate, question="q", plan="p", step="s", observation="o", thought="t",
                                         memory="m"))
     assert evaluate == {"decision": OneOf(tuple(d.value for d in Decision))}
-    plan = ObjectList(("objective", "expected_outcome"))  # required property first
+    # required property first, then DSPy's (sorted) schema order; a step's action is one of the StepActions
+    plan = ObjectList(("objective", "action", "expected_outcome"),
+                      options=(("action", tuple(a.value for a in StepAction)),))
     assert constraints_for(chat_for(Decompose, question="q", topic_entities=["A"])) == {"steps": plan}
     replan = chat_for(Replan, question="q", topic_entities=["A"], failed_plan="x", knowledge="k")
     assert constraints_for(replan) == {"new_steps": plan}
@@ -159,3 +161,4 @@ def test_a_select_relations_call_decodes_to_candidate_names(embedded_engine):
     assert evaluate.decision in {d.value for d in Decision}
     # two-step demos give a two-step plan: the engine's separators must not cut a plan after its first step
     assert len(steps) >= 2 and all(isinstance(s, PlanStep) and s.objective.strip() for s in steps)
+    assert all(s.action in {a.value for a in StepAction} for s in steps)  # an enum property is chosen, not written
