@@ -52,7 +52,7 @@ _PARSER: argparse.ArgumentParser | None = None
 def _tune(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.optimizers.artifact import Artifact
-    from ppoga_dspy.optimizers.tune import default_storage, save_plots, tune_thresholds
+    from ppoga_dspy.optimizers.tune import default_storage, save_plots, savings_at_equal_accuracy, tune_thresholds
 
     examples = common.load_examples(args)
     from ppoga_dspy.app import open_program
@@ -76,7 +76,8 @@ def _tune(args: argparse.Namespace) -> int:
                   "search_switches": args.search_switches,
                   "chosen": {"hits@1": result.best_values[0], "lm_calls_mean": result.best_values[1],
                              "ablation": result.pareto[0]["ablation"] if result.pareto else []},
-                  "pareto_front": result.pareto, "images": [str(p) for p in images]}
+                  "pareto_front": result.pareto, "images": [str(p) for p in images],
+                  "savings": savings_at_equal_accuracy(result.study)}
         previous = {}
         if args.program:
             from ppoga_dspy.optimizers.artifact import load_artifact
@@ -93,6 +94,12 @@ def _tune(args: argparse.Namespace) -> int:
             print(f"Pareto front ({len(result.pareto)} trials): " + "; ".join(
                 f"#{p['trial']} hits@1 {p['hits@1']:.3f} calls {p['lm_calls_mean']:.2f}"
                 + (f" [ablation: {', '.join(p['ablation'])}]" if p["ablation"] else "") for p in result.pareto[:8]))
+            if (savings := tuning["savings"]) is not None:
+                start, cheap = savings["start"], savings["cheapest_equal"]
+                print(f"calls saved at equal Hits@1 (within {savings['tolerance'] * 100:.0f} point): "
+                      f"{savings['calls_saved'] * 100:.1f}% (trial #{cheap['trial']}: {cheap['lm_calls_mean']:.2f} "
+                      f"calls/q, hits@1 {cheap['hits@1']:.3f}, against the starting thresholds' "
+                      f"{start['lm_calls_mean']:.2f} calls/q, hits@1 {start['hits@1']:.3f})")
             chosen_off = tuning["chosen"]["ablation"]
             print(f"chosen: hits@1 {result.best_values[0]:.3f}, LM calls/q {result.best_values[1]:.2f}"
                   + (f" (an ablation: {', '.join(chosen_off)}, not PPoGA)" if chosen_off else "") + "; "

@@ -17,7 +17,7 @@ import dspy
 from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError, Relation, Triple
 from ppoga_dspy.method import gating
 from ppoga_dspy.method.choices import match_choices
-from ppoga_dspy.method.memory import relation_key
+from ppoga_dspy.method.memory import OBSERVATION_FACTS, relation_key
 from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank, ranked
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, settled
@@ -75,7 +75,7 @@ class Observation:
     def empty(self) -> bool:
         return not self.frontier
 
-    def text(self, limit: int = 20) -> str:
+    def text(self, limit: int = OBSERVATION_FACTS) -> str:
         lines = [t.text() for t in self.triples[:limit]]
         if len(self.triples) > limit:
             lines.append(f"... and {len(self.triples) - limit} more facts")

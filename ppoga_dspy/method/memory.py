@@ -12,6 +12,7 @@ so a run can be audited, evaluated and compared with PoG's output files.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -133,18 +134,25 @@ class KnowledgeMemory:
         entity, relation, direction = path
         return f"{self._name(entity)} -{relation}" + (" (reverse)" if direction == "in" else "")
 
-    def evidence(self, budget_tokens: int, current: list[Triple] | None = None) -> list[str]:
+    def evidence(
+        self, budget_tokens: int, current: list[Triple] | None = None, shown: Iterable[Triple] = (), rest: bool = True,
+    ) -> list[str]:
         """The facts the Planner reads, most useful first, within a token budget.
 
         Reasoning chains come first (topic -> ... -> frontier, mediator facts read through), then the
         current step's selected facts, then the other observed facts, newest first, as room allows. A
-        wide exploration's unselected candidates therefore never push a chain out.
+        wide exploration's unselected candidates therefore never push a chain out. Facts in `shown`
+        (the observation the same prompt already carries) are left out: repeating a step's forty
+        facts in its memory doubled Think's prompt and told it nothing new. `rest=False` keeps only the
+        chains and the `current` step's facts (what a judgement of this step needs), not earlier steps'
+        unselected candidates.
         """
         lines: dict[str, None] = {}
+        skip = {t.text() for t in shown}
         used = 0
-        for triple in self._ranked_facts(current or []):
+        for triple in self._ranked_facts(current or [], rest=rest):
             text = triple.text()
-            if text in lines:
+            if text in lines or text in skip:
                 continue
             cost = estimate_tokens(text)
             if used + cost > budget_tokens:
@@ -153,18 +161,25 @@ class KnowledgeMemory:
             used += cost
         return list(lines)
 
-    def _ranked_facts(self, current: list[Triple]):
+    def _ranked_facts(self, current: list[Triple], *, rest: bool = True):
         for chain in self.reasoning_chains:
             for triple in chain:
                 yield from with_mediator_facts(triple)
         for triple in current:
             yield from with_mediator_facts(triple)
-        yield from reversed(self.triples)
+        if rest:
+            yield from reversed(self.triples)
 
-    def summary(self, budget_tokens: int) -> str:
-        """Evidence and failed paths as one text: what Predict and Replan read."""
-        lines = self.evidence(budget_tokens)
+    def summary(
+        self, budget_tokens: int, current: list[Triple] | None = None, shown: Iterable[Triple] = (), rest: bool = True,
+    ) -> str:
+        """Evidence and failed paths as one text: what Predict, Evaluate and Replan read (`current`, `shown`,
+        `rest`: see `evidence`; without the rest, a line says how many other facts memory holds)."""
+        shown = list(shown)
+        lines = self.evidence(budget_tokens, current=current, shown=shown, rest=rest)
         text = "\n".join(lines) if lines else "(nothing found yet)"
+        if not rest and (others := len(self.triples) - len(lines) - len(shown)) > 0:
+            text += f"\n(and {others} other facts found earlier, not on a reasoning chain)"
         if self.lessons:
             text += "\nTried and failed:\n" + "\n".join(self.lessons[-10:])
         return text
@@ -183,6 +198,10 @@ class KnowledgeMemory:
             "failed_by_step": {str(k): [list(p) for p in sorted(v)] for k, v in sorted(self.failed_by_step.items())},
             "lessons": list(self.lessons),
         }
+
+
+#: Facts an observation's text shows (the rest are counted in one line); memory lists the ones it does not show.
+OBSERVATION_FACTS = 20
 
 
 def estimate_tokens(text: str) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import dspy
 
 from ppoga_dspy.method.choices import same_name
-from ppoga_dspy.method.memory import PlanStepState
+from ppoga_dspy.method.memory import OBSERVATION_FACTS, PlanStepState
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.vocabulary import Decision, Role, Stage, StepAction
 from ppoga_dspy.signatures import (
@@ -61,10 +61,21 @@ def is_literal(answer: str) -> bool:
     return bool(_LITERAL.match(answer.strip()))
 
 
-def memory_text(run: QuestionRun) -> str:
+def memory_text(run: QuestionRun, *, answering: bool = False) -> str:
     """The plan with each step's status and outcome, then the chains and failures: what Think reads."""
-    strategic, knowledge = run.memory.strategic, run.memory.knowledge
-    return f"Plan:\n{strategic.plan_text()}\nKnown:\n{knowledge.summary(run.thresholds.evidence_tokens)}"
+    strategic = run.memory.strategic
+    return f"Plan:\n{strategic.plan_text()}\nKnown:\n{known_text(run, answering=answering)}"
+
+
+def known_text(run: QuestionRun, *, answering: bool = False) -> str:
+    """What a judgement of the current step reads from the knowledge memory: the reasoning chains (earlier
+    steps' selected facts), the current step's facts its observation text does not show, and the failures,
+    never the facts the same prompt shows as its observation. Earlier steps' unselected facts are counted in
+    one line, unless the call may write the answer (`answering`, the fused ThinkEvaluate), which reads
+    them as Answer does (a set-valued answer often lies among them)."""
+    facts = run.memory.current.triples if run.memory.current else []
+    return run.memory.knowledge.summary(run.thresholds.evidence_tokens, current=facts,
+                                        shown=facts[:OBSERVATION_FACTS], rest=answering)
 
 
 def answer_list(raw: object) -> list[str]:
@@ -159,7 +170,7 @@ class Planner(dspy.Module):
         result = run.call(
             Stage.EVALUATE, Role.PLANNER, self.evaluate,
             question=question, plan=plan, step=objective, observation=observation, thought=thought,
-            memory=run.memory.knowledge.summary(run.thresholds.evidence_tokens),
+            memory=known_text(run),
         )
         return _decision(run, result, found_something, Stage.EVALUATE)
 
@@ -171,7 +182,7 @@ class Planner(dspy.Module):
         result = run.call(
             Stage.THINK_EVALUATE, Role.PLANNER, self.think_evaluate,
             question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
-            memory=memory_text(run), next_step=next_step or "none",
+            memory=memory_text(run, answering=True), next_step=next_step or "none",
         )
         decision, reason = _decision(run, result, found_something, Stage.THINK_EVALUATE)
         return Judgement(

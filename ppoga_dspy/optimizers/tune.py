@@ -41,7 +41,12 @@ log = logging.getLogger(__name__)
 
 OBJECTIVES = ("hits@1", "lm_calls_mean")
 __all__ = ["OBJECTIVES", "SEARCHED", "TuneResult", "default_storage", "open_study", "remaining_trials",
-           "save_plots", "suggest_thresholds", "tune_thresholds"]
+           "save_plots", "savings_at_equal_accuracy", "suggest_thresholds", "tune_thresholds"]
+
+#: The user attribute that marks the study's first trial: the thresholds tuning started from.
+START_ATTR = "start"
+#: "Equal Hits@1": a trial at most this far below the starting point's Hits@1 still counts as equal.
+EQUAL_HITS = 0.01
 
 
 #: The method's stage switches: frozen unless the study opts in (`search_switches`).
@@ -130,8 +135,31 @@ def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: T
             start.update({k: max(1, start[k]) for k in ("max_path_corrections", "max_replans")})
         if start["gate_margin"] not in GATE_MARGINS:  # the nearest choice of the categorical space
             start["gate_margin"] = min(GATE_MARGINS[1:], key=lambda m: abs(m - start["gate_margin"]))
-        study.enqueue_trial(start)
+        study.enqueue_trial(start, user_attrs={START_ATTR: True})
     return study
+
+
+def savings_at_equal_accuracy(study: Any, tolerance: float = EQUAL_HITS) -> dict[str, Any] | None:
+    """What tuning bought over its starting thresholds: the cheapest trial whose Hits@1 is within `tolerance`.
+
+    The starting point is the trial `open_study` enqueued (the program's own thresholds, e.g. the paper
+    defaults); a study made before that mark existed uses its first finished trial. None while the
+    starting point has not finished. Ablation trials (`--search-switches`) never count as savings.
+    """
+    from optuna.trial import TrialState
+
+    done = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
+    if not done:
+        return None
+    start = next((t for t in done if t.user_attrs.get(START_ATTR)), done[0])
+    start_hits, start_calls = start.values
+    equal = [t for t in done if t.values[0] >= start_hits - tolerance - 1e-9 and not ablation_of(t.params)]
+    cheapest = min(equal, key=lambda t: (t.values[1], -t.values[0], t.number))
+    saved = 1.0 - cheapest.values[1] / start_calls if start_calls else 0.0
+    return {"start": {"trial": start.number, "hits@1": start_hits, "lm_calls_mean": start_calls},
+            "cheapest_equal": {"trial": cheapest.number, "hits@1": cheapest.values[0],
+                               "lm_calls_mean": cheapest.values[1], "params": cheapest.params},
+            "tolerance": tolerance, "calls_saved": saved}
 
 
 def remaining_trials(study: Any, trials: int) -> int:

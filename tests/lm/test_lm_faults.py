@@ -109,7 +109,9 @@ def test_the_timeout_reaches_every_built_lm():
 
 
 @pytest.mark.slow
-def test_ask_against_a_hanging_lm_ends_within_30_seconds_with_kind_lm(tmp_path):
+def test_ask_against_a_hanging_lm_ends_within_a_minute_with_kind_lm(tmp_path):
+    """--lm-timeout 5 (the default is 120 s): two exhausted calls trip the LM breaker; the minute's bound leaves
+    room for start-up on a loaded machine and still fails if the flag did not reach the calls."""
     with FaultLMServer("hang") as server:
         started = time.perf_counter()
         done = subprocess.run(
@@ -117,7 +119,7 @@ def test_ask_against_a_hanging_lm_ends_within_30_seconds_with_kind_lm(tmp_path):
             capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120,
         )
         elapsed = time.perf_counter() - started
-    assert elapsed < 30, elapsed
+    assert elapsed < 60, elapsed
     assert done.returncode == 5, done.stderr[-2000:]
     import json
 

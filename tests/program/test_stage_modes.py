@@ -6,6 +6,7 @@ import dspy
 import pytest
 
 from ppoga_dspy.experiments.datasets import load_dataset
+from ppoga_dspy.experiments.metrics import score_prediction
 from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
@@ -55,7 +56,11 @@ def test_fused_mode_answers_every_demo_question_as_paper_mode_does_with_fewer_ca
                        topics=example.topic_entities)
         fused, _ = ask(demo_kg, gold_path_handlers(golds), mode="fused", question=example.question,
                        topics=example.topic_entities)
-        assert (fused.status, fused.answers) == (paper.status, paper.answers), example.question
+        assert fused.status == paper.status == "ok", example.question
+        # fused ThinkEvaluate reads the observation and memory (which no longer repeats it), paper's Answer
+        # its evidence budget: the fused answer may name more of a set-valued answer, never fewer
+        assert set(paper.answers) <= set(fused.answers), example.question
+        assert score_prediction(example, fused)["hits@1"] >= score_prediction(example, paper)["hits@1"]
         assert fused.costs["lm_calls"] < paper.costs["lm_calls"], example.question
 
 
