@@ -783,15 +783,7 @@ class EmbeddedEngine:
         import torch
 
         tokenizer, model = loaded.tokenizer, loaded.model
-        ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
-        store = loaded.prefix_cache if self.prefix_cache else None
-        kv, reused = store.take(ids) if store is not None else (None, 0)
-        if kv is None:
-            from transformers import DynamicCache
-
-            # Full (non-sliding) layers: a sliding-window layer keeps only its last window and could not
-            # be cropped back to a shorter prefix. The model's masks still apply the sliding window.
-            kv = DynamicCache()
+        ids, kv, reused, store = self._cached_prefix(loaded, text)
         tail = _stop_tail(stops)
         generated: list[int] = []
         kept = 0  # with a loop cut: how many generated tokens the reply keeps
@@ -991,6 +983,20 @@ class EmbeddedEngine:
             value += '"}, {'
         return value + '"}]'
 
+    def _cached_prefix(self, loaded: LoadedModel, text: str) -> tuple[list[int], Any, int, Any]:
+        """`text`'s token ids, the KV cache of its longest cached prefix (a fresh one if none), how many ids
+        it covers, and the prefix store (None with the cache off)."""
+        ids: list[int] = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+        store = loaded.prefix_cache if self.prefix_cache else None
+        kv, reused = store.take(ids) if store is not None else (None, 0)
+        if kv is None:
+            from transformers import DynamicCache
+
+            # Full (non-sliding) layers: a sliding-window layer keeps only its last window and could not
+            # be cropped back to a shorter prefix. The model's masks still apply the sliding window.
+            kv = DynamicCache()
+        return ids, kv, reused, store
+
     def _choose(
         self, loaded: LoadedModel, text: str, trie: _constraints.TokenTrie, end_ids: Sequence[int], sampling: dict
     ) -> tuple[int | None, int]:
@@ -1003,14 +1009,8 @@ class EmbeddedEngine:
         """
         import torch
 
-        model, tokenizer = loaded.model, loaded.tokenizer
-        ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
-        store = loaded.prefix_cache if self.prefix_cache else None
-        kv, reused = store.take(ids) if store is not None else (None, 0)
-        if kv is None:
-            from transformers import DynamicCache
-
-            kv = DynamicCache()
+        model = loaded.model
+        ids, kv, reused, store = self._cached_prefix(loaded, text)
         fed, pending = list(ids[:reused]), list(ids[reused:])
         node, picked = trie.root, 0
         ends = torch.tensor(list(end_ids), dtype=torch.long) if end_ids else None
