@@ -18,41 +18,46 @@ class Thresholds(BaseModel):
     plan corrections, and `max_depth` caps how many steps one plan may have.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # Each field's docstring is its description (in --help, the JSON schema and the artifact's documentation).
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
-    max_steps: int = Field(12, ge=1, le=100, description="step cycles per question, retries included")
-    max_path_corrections: int = Field(2, ge=0, le=10, description="retries of one step avoiding failed paths")
-    max_replans: int = Field(2, ge=0, le=10, description="plan corrections per question")
-    max_depth: int = Field(4, ge=1, le=10, description="steps one plan may hold (hops from the topic entity)")
-    prune_threshold: int = Field(
-        70, ge=1, le=10_000, description="candidates kept per (entity, relation) group by embedding pruning (paper: 70)"
-    )
-    relations_per_step: int = Field(3, ge=1, le=20, description="relations the Executor may follow per step")
-    entities_per_step: int = Field(3, ge=1, le=50, description="entities kept as the next frontier per step")
-    relation_candidates: int = Field(
-        25, ge=1, le=500,
-        description="relations per frontier entity shown to the model (relations_per_entity), ranked by similarity "
-        "to question + step; the rest are noted in the trace",
-    )
-    neighbor_limit: int = Field(500, ge=1, le=100_000, description="neighbours fetched per (entity, relation)")
-    frontier_limit: int = Field(3, ge=1, le=50, description="frontier entities whose relations are explored per step")
-    evidence_limit: int = Field(40, ge=1, le=1000, description="facts one step's observation keeps, selected first")
-    evidence_tokens: int = Field(
-        800, ge=50, le=100_000,
-        description="token budget of the evidence the Planner reads: reasoning chains first, then the step's "
-        "selected facts, then other observed facts (PoG keeps its memory to the same order)",
-    )
-    gate_margin: float | None = Field(
-        None, ge=0.0, le=2.0,
-        description="gated choices: no LM call when the best candidate's embedding similarity beats the second's "
-        "by more than this (the best is taken); None: never gate on the margin (a single candidate never needs a call)",
-    )
-    use_prediction: bool = Field(True, description="ablation: predict each step's outcome before acting")
-    use_path_correction: bool = Field(True, description="ablation: retry a failed step avoiding failed paths")
-    use_plan_correction: bool = Field(True, description="ablation: replan after repeated failures")
-    ground_answers: bool = Field(
-        True, description="keep only answers naming an entity found on the graph (else the last step's entities)"
-    )
+    max_steps: int = Field(12, ge=1, le=100)
+    """step cycles per question, retries included"""
+    max_path_corrections: int = Field(2, ge=0, le=10)
+    """retries of one step avoiding failed paths"""
+    max_replans: int = Field(2, ge=0, le=10)
+    """plan corrections per question"""
+    max_depth: int = Field(4, ge=1, le=10)
+    """steps one plan may hold (hops from the topic entity)"""
+    prune_threshold: int = Field(70, ge=1, le=10_000)
+    """candidates kept per (entity, relation) group by embedding pruning (paper: 70)"""
+    relations_per_step: int = Field(3, ge=1, le=20)
+    """relations the Executor may follow per step"""
+    entities_per_step: int = Field(3, ge=1, le=50)
+    """entities kept as the next frontier per step"""
+    relation_candidates: int = Field(25, ge=1, le=500)
+    """relations per frontier entity shown to the model (relations_per_entity), ranked by similarity to
+    question + step; the rest are noted in the trace"""
+    neighbor_limit: int = Field(500, ge=1, le=100_000)
+    """neighbours fetched per (entity, relation)"""
+    frontier_limit: int = Field(3, ge=1, le=50)
+    """frontier entities whose relations are explored per step"""
+    evidence_limit: int = Field(40, ge=1, le=1000)
+    """facts one step's observation keeps, selected first"""
+    evidence_tokens: int = Field(800, ge=50, le=100_000)
+    """token budget of the evidence the Planner reads: reasoning chains first, then the step's selected facts,
+    then other observed facts (PoG keeps its memory to the same order)"""
+    gate_margin: float | None = Field(None, ge=0.0, le=2.0)
+    """gated choices: no LM call when the best candidate's embedding similarity beats the second's by more than
+    this (the best is taken); None: never gate on the margin (a single candidate never needs a call)"""
+    use_prediction: bool = True
+    """ablation: predict each step's outcome before acting"""
+    use_path_correction: bool = True
+    """ablation: retry a failed step avoiding failed paths"""
+    use_plan_correction: bool = True
+    """ablation: replan after repeated failures"""
+    ground_answers: bool = True
+    """keep only answers naming an entity found on the graph (else the last step's entities)"""
 
     def to_dict(self) -> dict:
         return self.model_dump()
