@@ -34,7 +34,7 @@ from typing import Any
 
 #: Bumped whenever the constrained decoder writes different replies for the same prompt: it is part of the
 #: engine's identity (`EmbeddedEngine.dump_state`), so the response cache never serves an older decoder's reply.
-RULES_VERSION = 3
+RULES_VERSION = 4
 #: Names chosen at most per choice field: the Executor follows at most 3 relations / entities per step by
 #: default (`relations_per_step`, `entities_per_step`), so a fourth would be cut anyway.
 CHOICE_LIMIT = 3
@@ -206,8 +206,39 @@ def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
         elif (options := _literal_options(type_text)) is not None:
             found[name] = OneOf(options)
         elif type_text.startswith("list[") and (objects := _object_list(prompt.schemas.get(name))):
-            found[name] = objects
+            found[name] = in_demo_order(objects, demo_keys(chat, name))
     return found
+
+
+def demo_keys(chat: Sequence[dict[str, str]], name: str) -> list[str]:
+    """The property order of the first object the prompt's demos write for output field `name`, or [].
+
+    A model that copies its demonstrations writes an object's keys in their order; written in any other
+    order, the object leaves the pattern it copies (after `"expected_outcome": "..."` the demos went on
+    with `", "action"`, so the model chose to open another step instead of closing the list).
+    """
+    header = f"[[ ## {name} ## ]]\n"
+    for message in chat:
+        content = message.get("content") or ""
+        if message.get("role") != "assistant" or header not in content:
+            continue
+        text = content.split(header, 1)[1].split("\n\n", 1)[0].strip()
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            return [str(key) for key in value[0]]
+    return []
+
+
+def in_demo_order(objects: ObjectList, keys: Sequence[str]) -> ObjectList:
+    """`objects` with its properties in the demos' key order (properties the demos lack keep their place after)."""
+    shown = [k for k in keys if k in objects.properties]
+    if not shown:
+        return objects
+    order = tuple(shown + [p for p in objects.properties if p not in shown])
+    return ObjectList(order, limit=objects.limit, options=objects.options)
 
 
 class TokenTrie:

@@ -56,6 +56,23 @@ def test_decisions_are_the_four_and_plans_are_lists_of_steps():
     assert constraints_for(replan) == {"new_steps": plan}
 
 
+def test_a_plan_is_written_in_the_key_order_of_its_demos():
+    # Demos serialise a step as the model class declares it (objective, expected_outcome, action); a copying
+    # model that meets another order mid-object leaves the pattern (it opened a fourth identical step).
+    from ppoga_dspy.signatures.planner import PlanStep
+
+    demo = dspy.Example(question="q0", topic_entities=["B"],
+                        steps=[PlanStep(objective="find the director", expected_outcome="a person", action="explore")])
+    chat = dspy.ChatAdapter().format(Decompose, demos=[demo], inputs=dict(question="q", topic_entities=["A"]))
+    steps = constraints_for(chat)["steps"]
+    assert steps.properties == ("objective", "expected_outcome", "action")
+    assert steps.options_of("action") == tuple(a.value for a in StepAction)
+    # a demo that lacks a property keeps the schema's place for it, after the demo's keys
+    old = dspy.Example(question="q0", topic_entities=["B"], steps=[{"objective": "x", "expected_outcome": "y"}])
+    chat = dspy.ChatAdapter().format(Decompose, demos=[old], inputs=dict(question="q", topic_entities=["A"]))
+    assert constraints_for(chat)["steps"].properties == ("objective", "expected_outcome", "action")
+
+
 def test_free_text_fields_get_no_constraint():
     assert constraints_for(chat_for(Answer, question="q", evidence=["(a, r, b)"])) == {}
     assert constraints_for(chat_for(Think, question="q", step="s", prediction="p", observation="o", memory="m")) == {}
