@@ -12,6 +12,7 @@ tokens per second, and whether the replies are identical and still parse.
     python benchmarks/lm_bench.py --ask                    # also: warm `ppoga ask`, old vs new, time + peak RSS
     python benchmarks/lm_bench.py --ask --cold             # also: cold `ppoga ask` (empty model cache)
     python benchmarks/lm_bench.py --skip-replay --cold     # only the `ppoga ask` table
+    python benchmarks/lm_bench.py --skip-replay --cold --engines new   # cold then warm ask, new engine only
     python benchmarks/lm_bench.py record --data ../shared/data   # re-record the fixture (slow)
 
 The data folder (only `record` reads it) comes from --data, $PPOGA_DATA, or ../shared/data beside
@@ -345,8 +346,12 @@ def ask_in_child(args: argparse.Namespace) -> int:
     return 0
 
 
-def ask_table(cold: bool) -> None:
-    """Warm (and cold) `ppoga ask`, old vs new engine, alternating, each in its own grandchild process."""
+def ask_table(cold: bool, engines: str = "both") -> None:
+    """Warm (and cold) `ppoga ask`, new vs old engine, each in its own grandchild process.
+
+    With `cold`, each engine gets a fresh temporary model cache: its first ask converts the GGUF (cold),
+    the next ones load what that ask cached (warm). Without, the asks use the real model cache.
+    """
 
     def once(legacy: bool, cache: str | None) -> dict[str, Any]:
         argv = (
@@ -361,18 +366,22 @@ def ask_table(cold: bool) -> None:
             print(out.stderr[-2000:], file=sys.stderr)
             return {"seconds": float("nan"), "peak_rss_mib": float("nan"), "status": -1}
 
-    print(f"`ppoga ask {ASK_QUESTION!r}` (fresh process each; cold = empty model cache)")
-    print(f"{'run':<10}{'seconds':>9}{'peak RSS MiB':>14}{'exit':>6}", flush=True)
-    # Printed as they finish (a loaded machine can take minutes per cold ask); warm first, new first.
-    plan = [("warm", False), ("warm", True)] + ([("cold", False), ("cold", True)] if cold else [])
-    for kind, legacy in plan + [("warm", False), ("warm", True)]:
-        if kind == "cold":
-            with tempfile.TemporaryDirectory() as empty:
-                row = once(legacy, empty)
-        else:
-            row = once(legacy, None)
+    def show(kind: str, legacy: bool, row: dict[str, Any]) -> None:
         label = f"{kind} {'old' if legacy else 'new'}"
         print(f"{label:<10}{row['seconds']:9.1f}{row['peak_rss_mib']:14.0f}{row['status']:>6}", flush=True)
+
+    chosen = {"new": [False], "old": [True], "both": [False, True]}[engines]
+    print(f"`ppoga ask {ASK_QUESTION!r}` (fresh process each, DSPy cache off; cold = empty model cache), "
+          f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'run':<10}{'seconds':>9}{'peak RSS MiB':>14}{'exit':>6}", flush=True)
+    # Printed as they finish (a loaded machine can take minutes per cold ask).
+    for legacy in chosen:
+        if cold:
+            with tempfile.TemporaryDirectory() as cache:
+                show("cold", legacy, once(legacy, cache))
+                show("warm", legacy, once(legacy, cache))
+        else:
+            show("warm", legacy, once(legacy, None))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -380,7 +389,7 @@ def ask_table(cold: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.skip_replay:
-        ask_table(args.cold)
+        ask_table(args.cold, args.engines)
         return 0
     if not args.fixture.is_file():
         sys.exit(f"lm_bench: no prompt fixture at {args.fixture}; `python benchmarks/lm_bench.py record` writes it")
@@ -405,7 +414,7 @@ def run(args: argparse.Namespace) -> int:
     print_table(prompts, runs, baseline=next(iter(engines)))
     if args.ask:
         print()
-        ask_table(args.cold)
+        ask_table(args.cold, args.engines)
     return 0
 
 
@@ -423,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["auto"], help="new-engine dtypes (auto bfloat16 float32)")
     parser.add_argument("--ask", action="store_true", help="also time `ppoga ask` end to end (warm) with peak RSS")
     parser.add_argument("--cold", action="store_true", help="with --ask: also cold asks (empty model cache)")
+    parser.add_argument("--engines", choices=["new", "old", "both"], default="both",
+                        help="which engines the `ppoga ask` table runs (default both)")
     parser.add_argument("--skip-replay", action="store_true", help="only the `ppoga ask` table (implies --ask)")
     args = parser.parse_args(argv)
     if args.command == "record":

@@ -11,10 +11,14 @@ tracking apply. The weights are loaded lazily on the first call, once per proces
 module-level registry that every engine instance (and every deep copy an optimizer makes) shares.
 Generation is serialised per model with a lock: torch already uses every core for one reply.
 
-Loading a GGUF through transformers de-quantizes every tensor (25-65 s on 2 cores). The result is
-kept as safetensors under the conversion cache (`$PPOGA_MODEL_CACHE`, default
-`~/.cache/ppoga-dspy/models`; `PPOGA_MODEL_CACHE=off` disables it), which later processes load in
-about a second.
+Loading a GGUF through transformers takes about a minute on 2 cores, nearly all of it gguf-py's
+`GGUFReader` parsing Gemma's 262k-token vocabulary into numpy views, three times (tokenizer config,
+model config, weights). The first load therefore converts with `lm/gguf_convert.py` instead: one
+`struct` pass over the metadata, transformers' own config mapping, tokenizer builder and gguf-py's
+`dequantize` (bit-identical weights), straight into the dtype that will run. The result is kept as
+safetensors in that dtype under the conversion cache (`$PPOGA_MODEL_CACHE`, default
+`~/.cache/ppoga-dspy/models`; `PPOGA_MODEL_CACHE=off` converts into a temporary folder each time),
+which later processes load in a few seconds without casting (no float32 copy next to the bf16 one).
 
 Speed (issue 12). A reply used to cost one full prefill per output field (`model.generate` on
 `prompt + reply-so-far + header`, from scratch) in float32. The default path now
@@ -29,10 +33,13 @@ Speed (issue 12). A reply used to cost one full prefill per output field (`model
   over, which greedy decoding never leaves) instead of decoding it to `max_tokens`: with the tiny
   model that was the costliest kind of call (256 tokens of "The best answer is:"), and its text is
   kept with one copy of the block, so the reply also ends properly and parses more often;
-- runs torch on fewer threads (`embedded_threads`): on a machine whose cores are also busy with
-  other work, every parallel region waits for its slowest thread, which is often a descheduled one.
-  Measured on the 2-core CI machine under load: a 500-token prefill took 7.0 s on 2 threads and
-  1.0 s on 1 (fp32), a decode step 440-760 ms against 100 ms.
+- runs torch on every core this process may use (`embedded_threads`; `PPOGA_EMBEDDED_THREADS=N`
+  overrides it). Half the cores was the default while the CI machine was shared by many jobs (a
+  descheduled thread stalls every parallel region: a 500-token prefill took 7.0 s on 2 threads and
+  1.0 s on 1 under that load), but on a machine of its own all cores win (measured on 2 cores: a warm
+  `ppoga ask` 85 s on 1 thread, 54 s on 2). `ppoga eval --threads N` runs N questions in one process,
+  and their replies are serialised by the model's lock, so one reply at a time still gets every core;
+  several *processes* sharing a machine should set `PPOGA_EMBEDDED_THREADS` to their share.
 The old path stays selectable (`EmbeddedEngine(legacy=True)` or `PPOGA_EMBEDDED_LEGACY=1`) so that
 `benchmarks/lm_bench.py` can measure old against new in one run.
 """
@@ -77,7 +84,7 @@ _CACHE_OFF = ("off", "0", "false", "no", "none")
 #: Compute precision of the fast path: `auto` (bf16 where the CPU has native bf16, else fp32),
 #: `bfloat16` or `float32`. The legacy path is always float32, as it always was.
 DTYPE_ENV = "PPOGA_EMBEDDED_DTYPE"
-#: Torch threads of the fast path (default: half the cores this process may use, at least one).
+#: Torch threads of the fast path (default: every core this process may use).
 THREADS_ENV = "PPOGA_EMBEDDED_THREADS"
 #: `1` selects the legacy engine (full `generate` per field, fp32): kept to measure against.
 LEGACY_ENV = "PPOGA_EMBEDDED_LEGACY"
@@ -222,11 +229,10 @@ def constrain_from_environment() -> bool:
 
 
 def embedded_threads() -> int:
-    """Torch threads for the fast path: $PPOGA_EMBEDDED_THREADS, else half the usable cores (at least 1).
+    """Torch threads for the fast path: $PPOGA_EMBEDDED_THREADS, else every core this process may use.
 
-    Half, not all: the machines this runs on are shared (tests, KG servers, other engineers), and a
-    thread that is not scheduled stalls every parallel region of the forward pass (see the module
-    docstring). Decode steps are memory-bound matrix-vector products and gain little from threads anyway.
+    Generation is serialised per model (one reply at a time, also under `ppoga eval --threads N`), so
+    the one reply running gets all cores. Processes that share a machine set the variable to their share.
     """
     value = os.environ.get(THREADS_ENV, "").strip()
     if value:
@@ -237,7 +243,7 @@ def embedded_threads() -> int:
         if threads < 1:
             raise LMConfigError(f"{THREADS_ENV} must be a positive integer, not {value!r}")
         return threads
-    return max(1, _available_cores() // 2)
+    return _available_cores()
 
 
 class _TorchThreads:
@@ -378,18 +384,20 @@ def _cache_root() -> Path | None:
     return Path(base) / "ppoga-dspy" / "models"
 
 
-def _converted_dir(info: EmbeddedModelInfo, gguf: Path) -> Path | None:
+def _converted_dir(info: EmbeddedModelInfo, gguf: Path, dtype: str = "float32") -> Path | None:
     root = _cache_root()
     if root is None:
         return None
     import transformers
 
     # Size + transformers version name the conversion: a new wheel or a new converter makes a new entry.
-    return root / f"{info.name}-{gguf.stat().st_size}-transformers{transformers.__version__}"
+    # The cache holds the weights in the dtype that runs (float32 keeps the name it always had).
+    suffix = "" if dtype == "float32" else f"-{dtype}"
+    return root / f"{info.name}-{gguf.stat().st_size}-transformers{transformers.__version__}{suffix}"
 
 
 def _save_converted(model: Any, tokenizer: Any, target: Path) -> None:
-    """Write the de-quantized model as safetensors, atomically (temp folder, then rename)."""
+    """Write a model converted by transformers' own GGUF path as safetensors, atomically (temp folder, rename)."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
@@ -400,16 +408,23 @@ def _save_converted(model: Any, tokenizer: Any, target: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process finished first; its copy is as good as ours
-            shutil.rmtree(tmp, ignore_errors=True)
+        _publish(tmp, target)
     except OSError as exc:
         logger.warning("could not cache the converted model under %s (%s); the next load converts again", target, exc)
 
 
+def _publish(tmp: Path, target: Path) -> None:
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another process finished first; its copy is as good as ours
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 class _LoadProgress:
-    """A one-line progress bar on stderr while the model loads: a cold load converts for tens of seconds."""
+    """A one-line progress bar on stderr while the model loads: a cold load converts for several seconds.
+
+    `steps` names what each stage does; the line shows the one running now, so a slow stage is visible.
+    """
 
     def __init__(self, name: str, steps: list[str]) -> None:
         from tqdm.auto import tqdm
@@ -425,7 +440,7 @@ class _LoadProgress:
         step = self.steps[self.bar.n] if self.bar.n < len(self.steps) else "ready"
         self.bar.set_description_str(f"loading local/{self.name}: {step}")
 
-    def advance(self) -> None:
+    def advance(self, *_: object) -> None:
         self.bar.update(1)
         self._describe()
 
@@ -433,7 +448,43 @@ class _LoadProgress:
         self.bar.close()
 
 
+def _fast_convertible(gguf: Path) -> bool:
+    """Whether the one-pass converter (`lm/gguf_convert.py`) handles this file's architecture."""
+    from ppoga_dspy.lm import gguf_convert
+
+    try:
+        return gguf_convert.read_gguf(gguf).architecture in gguf_convert.FAST_ARCHITECTURES
+    except (OSError, ValueError, KeyError) as exc:
+        logger.info("cannot read %s directly (%s); using transformers' GGUF loader", gguf, exc)
+        return False
+
+
+def _convert_fast(gguf: Path, target: Path, dtype: str, progress: _LoadProgress) -> bool:
+    """Convert `gguf` into the folder `target` with the one-pass converter; False (and nothing written) on failure."""
+    from ppoga_dspy.lm import gguf_convert
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        gguf_convert.convert(gguf, tmp / "model", dtype, advance=progress.advance)
+    except Exception as exc:  # any surprise from a newer transformers/gguf: the stock path still works
+        shutil.rmtree(tmp, ignore_errors=True)
+        logger.warning("the one-pass GGUF conversion failed (%s: %s); using transformers' GGUF loader",
+                       type(exc).__name__, exc)
+        return False
+    _publish(tmp / "model", target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
 def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> LoadedModel:
+    """Load `info` in `dtype`: from the conversion cache, else convert the GGUF once (and cache it).
+
+    A cold load converts with the one-pass converter of `lm/gguf_convert.py` into the cache folder (or a
+    temporary one with the cache off) and then loads that folder exactly as a warm load does: 26 s in all
+    on two busy cores, where transformers' own GGUF path (it parses the file three times) took about 100 s.
+    That path stays the fallback for other architectures or if the converter fails.
+    """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -442,17 +493,26 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
 
     started = time.perf_counter()
     gguf = info.assembled() if info.assembled is not None else None
-    converted = _converted_dir(info, gguf) if gguf is not None else None
+    converted = _converted_dir(info, gguf, dtype) if gguf is not None else None
     cached = converted is not None and (converted / "config.json").is_file()
     if not cached:  # the GGUF will be read: locate it properly (assemble, verify)
         gguf = info.locate()
-        converted = _converted_dir(info, gguf)
+        converted = _converted_dir(info, gguf, dtype)
         cached = converted is not None and (converted / "config.json").is_file()
-    steps = ["reading the converted weights"] if cached else ["de-quantizing the GGUF (first run only)"]
-    if not cached and converted is not None:
-        steps.append("caching the converted weights")
-    if dtype != "float32":
-        steps.append(f"casting to {dtype}")
+    fast = not cached and _fast_convertible(gguf)
+    scratch = None
+    if fast and converted is None:  # cache off: convert into a temporary folder, removed once loaded
+        scratch = Path(tempfile.mkdtemp(prefix="ppoga-embedded-"))
+        converted = scratch / "model"
+    if cached:
+        steps = ["reading the converted weights"]
+    elif fast:
+        steps = ["building the tokenizer from the GGUF (first run only)", "de-quantizing the GGUF (first run only)",
+                 "caching the converted weights", "reading the converted weights"]
+    else:
+        steps = ["de-quantizing the GGUF (first run only)"]
+        if converted is not None:
+            steps.append("caching the converted weights")
     if adapter is not None:
         steps.append("merging the LoRA adapter")
     progress = _LoadProgress(info.name, steps)
@@ -460,24 +520,32 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
     transformers.utils.logging.disable_progress_bar()
     target = getattr(torch, dtype)
     try:
-        if cached:
+        if fast:
+            logger.info("converting embedded model %s from %s into %s (%s)", info.name, gguf, converted, dtype)
+            if scratch is not None:
+                converted.parent.mkdir(parents=True, exist_ok=True)
+            fast = _convert_fast(gguf, converted, dtype, progress)
+            if not fast:
+                progress.close()
+                progress = _LoadProgress(info.name, ["de-quantizing the GGUF (first run only)",
+                                                     *(["caching the converted weights"] if scratch is None else []),
+                                                     *steps[4:]])
+        if cached or fast:
             logger.info("loading embedded model %s from %s", info.name, converted)
             tokenizer = AutoTokenizer.from_pretrained(converted)
-            # Cast while loading: peak memory stays near the bf16 size instead of fp32 + bf16.
+            # The cache is in the dtype that runs, so nothing is cast (an older float32 entry casts while loading).
             model = AutoModelForCausalLM.from_pretrained(converted, dtype=target)
             progress.advance()
         else:
             logger.info("loading embedded model %s from %s (first time: de-quantizing)", info.name, gguf)
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=target)
             progress.advance()
-            if converted is not None:  # the cache holds float32: both engines load it exactly
+            if converted is not None and scratch is None:
                 _save_converted(model, tokenizer, converted)
                 progress.advance()
         if model.dtype != target:
             model = model.to(target)
-        if dtype != "float32":
-            progress.advance()
         if adapter is not None:
             model = apply_adapter(model, adapter)
             progress.advance()
@@ -485,6 +553,8 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
         progress.close()
         if progress_was_enabled:
             transformers.utils.logging.enable_progress_bar()
+        if scratch is not None:  # the weights are in memory (or mapped: unlinking a mapped file is fine)
+            shutil.rmtree(scratch, ignore_errors=True)
     model.eval()
     window = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
     seconds = time.perf_counter() - started
