@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Compile every planner and executor predictor (metric: Hits@1), scoring dev before and after.",
     )
     cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
-    cmd.add_argument("--dev-limit", type=common.at_least(1), default=None, help="at most N dev questions")
+    cmd.add_argument("--dev-limit", type=common.at_least(0), default=None,
+                     help="at most N dev questions; 0: no dev scoring (a slow local model, scored later by eval)")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
     cmd.add_argument("--teacher-lm", metavar="SPEC", default=None,
                      help=f"LM that runs the teacher / proposes prompts; {common.ORACLE_LM} (or oracle/noisy:P) "
@@ -62,7 +63,7 @@ def _compile(args: argparse.Namespace) -> int:
 
     check_lm_spec(args.teacher_lm, flag="--teacher-lm")
     trainset = common.load_examples(args)
-    devset = common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
+    devset = [] if args.dev_limit == 0 else common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
     from ppoga_dspy.app import open_program
 
     with open_program(common.program_settings(args), examples=trainset + devset) as opened:
@@ -85,10 +86,13 @@ def _compile(args: argparse.Namespace) -> int:
             common.print_json(report)
         else:
             before, after = result.scores["dev_before"], result.scores["dev_after"]
-            print(f"dev Hits@1 {before.get('hits@1') or 0:.3f} -> {after.get('hits@1') or 0:.3f} "
-                  f"(n={after.get('n')}); LM calls/q {before.get('lm_calls_mean') or 0:.2f} -> "
-                  f"{after.get('lm_calls_mean') or 0:.2f}; "
-                  f"changed: {', '.join(result.changed_predictors) or 'nothing'}")
+            if not devset:
+                print("dev: not scored (--dev-limit 0)")
+            else:
+                print(f"dev Hits@1 {before.get('hits@1') or 0:.3f} -> {after.get('hits@1') or 0:.3f} "
+                      f"(n={after.get('n')}); LM calls/q {before.get('lm_calls_mean') or 0:.2f} -> "
+                      f"{after.get('lm_calls_mean') or 0:.2f}; "
+                      f"changed: {', '.join(result.changed_predictors) or 'nothing'}")
             print(f"wrote {args.out}")
     return 0
 

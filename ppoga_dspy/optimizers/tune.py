@@ -75,8 +75,9 @@ def suggest_thresholds(trial: Any, base: Thresholds, *, search_switches: bool = 
     return base.model_copy(update=update)
 
 
-#: `gate_margin` choices: None (never gate on the margin) or a similarity lead that settles a choice without a call.
-GATE_MARGINS: tuple[float | None, ...] = (None, 0.1, 0.2, 0.3, 0.5)
+#: `gate_margin` choices: None (never gate on the margin) or a similarity lead that settles a choice without a call;
+#: 0.0 (the embedding's best always settles it) is the far end of the front, where a model adds nothing to choices.
+GATE_MARGINS: tuple[float | None, ...] = (None, 0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 SEARCHED = ("max_path_corrections", "max_replans", "prune_threshold", "relations_per_step", "entities_per_step",
             "relation_candidates", "max_depth", "gate_margin")

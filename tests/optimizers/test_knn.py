@@ -186,3 +186,18 @@ def test_a_teacher_that_is_never_right_is_a_config_error(demo_kg, demo):
     with pytest.raises(ConfigError, match="teacher answered none"):
         compile_program(_copier_program(demo_kg), trainset=unanswerable, devset=[], optimizer="knn",
                         teacher_lm=oracle_lm(train))
+
+
+def test_compile_with_dev_limit_zero_writes_the_pool_without_scoring(tmp_path, capsys):
+    # A slow local student is scored later by `ppoga eval`; the compile itself only needs the teacher.
+    from ppoga_dspy.cli import main
+
+    out = tmp_path / "knn.json"
+    code = main(["compile", "--dataset", "demo", "--split", "train", "--optimizer", "knn", "--k", "2",
+                 "--teacher-lm", "oracle/gold-path", "--lm", "none", "--program", "none", "--dev-limit", "0",
+                 "--out", str(out)])
+    assert code == 0
+    assert "not scored" in capsys.readouterr().out
+    artifact = load_artifact(out)
+    assert artifact.knn is not None
+    assert artifact.scores["dev_after"].get("n") is None and artifact.scores["dev_after"].get("hits@1") is None
