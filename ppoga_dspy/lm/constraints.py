@@ -162,7 +162,7 @@ def _string_list(text: str | None) -> list[str] | None:
     return None
 
 
-#: SelectEntities shows each candidate as "entity  <- (head, relation, tail)"; its bare name is a valid choice too.
+#: SelectEntities shows each candidate as "entity  <- (from, relation)"; its bare name is a valid choice too.
 ENTITY_LINE_MARK = "  <- "
 
 
