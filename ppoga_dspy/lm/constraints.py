@@ -16,10 +16,11 @@ real:
   the keys and punctuation written by the engine, the strings by the model, and a property with a
   schema `enum` (a step's `action`) chosen among its values.
 
-Everything here reads only the prompt text DSPy's ChatAdapter writes (`lm` may import no signatures):
-the closing "Respond with the corresponding output fields, starting with ..." sentence names the
-output fields and their types, the system message carries each field's description and JSON schema,
-and the last user message carries the inputs. A prompt that does not parse as expected gets no
+Everything here reads only the prompt text DSPy's ChatAdapter (or our compact adapter, lm/adapter.py)
+writes (`lm` may import no signatures): the closing "Respond with ..." sentence names the output
+fields in order (ChatAdapter's adds their types), the system message lists each field with its type
+and description and carries JSON schemas (ChatAdapter's placeholder notes, or the compact adapter's
+`JSON schema of` lines), and the last user message carries the inputs. A prompt that does not parse as expected gets no
 constraint: the field is decoded freely, as before.
 """
 
@@ -47,16 +48,21 @@ CHOICE_FIELDS = ("relations", "entities")
 
 # `[[ ## name ## ]]` optionally followed by ` (must be formatted as a valid Python TYPE)`.
 _REMINDER_FIELD = re.compile(r"`\[\[ ## (\w+) ## \]\]`(?: \(must be formatted as a valid Python (.*?)\))?(?=,|$| and)")
-_REMINDER = re.compile(
-    r"Respond with the corresponding output fields, starting with the field (.*?)"
-    r",? and then ending with the marker for `\[\[ ## completed ## \]\]`",
+#: The closing sentence naming the output fields in order (group 1), as ChatAdapter writes it ("Respond with the
+#: corresponding output fields, starting with the field `[[ ## a ## ]]` (must be formatted as a valid Python
+#: list[str]), then `[[ ## b ## ]]`, and then ending with the marker for `[[ ## completed ## ]]`.") or as the compact
+#: adapter does (lm/adapter.py: "Respond with `[[ ## a ## ]]`, then `[[ ## b ## ]]`, then `[[ ## completed ## ]]`.").
+REMINDER = re.compile(
+    r"Respond with (?:the corresponding output fields, starting with the field )?(`\[\[ ## .*?)"
+    r",? (?:and )?then (?:ending with the marker for )?`\[\[ ## completed ## \]\]`",
     re.S,
 )
-_SECTION = re.compile(
-    r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with the corresponding|\Z)", re.S
-)
+_REMINDER = REMINDER
+_SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with |\Z)", re.S)
 _SCHEMA_NOTE = "# note: the value you produce must adhere to the JSON schema: "
-_DESCRIPTION = re.compile(r"^\d+\. `(\w+)` \([^\n]*?\): ?(.*)$", re.M)
+# The compact adapter (lm/adapter.py `SCHEMA_LINE`) states a schema once, only for a field of objects.
+_COMPACT_SCHEMA = re.compile(r"^JSON schema of `(\w+)`: (.*)$", re.M)
+_DESCRIPTION = re.compile(r"^\d+\. `(\w+)` \(([^\n]*?)\): ?(.*)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -112,23 +118,35 @@ def read_prompt(chat: Sequence[dict[str, str]]) -> PromptFields:
     reminder = _REMINDER.search(last_user)
     if reminder is None:
         return found
-    for name, type_text in _REMINDER_FIELD.findall(reminder.group(1)):
-        found.outputs.append(name)
-        found.types[name] = type_text or "str"
-    for name, text in _DESCRIPTION.findall(system):
+    listed: dict[str, str] = {}
+    for name, type_text, text in _DESCRIPTION.findall(system):
         found.descriptions.setdefault(name, text.strip())
-    for name in found.outputs:
-        start = system.find(f"{{{name}}}        {_SCHEMA_NOTE}")
-        if start >= 0:
-            line = system[start:].split("\n", 1)[0]
-            try:
-                found.schemas[name] = json.loads(line.split(_SCHEMA_NOTE, 1)[1])
-            except (json.JSONDecodeError, IndexError):
-                pass
+        listed.setdefault(name, type_text)
+    for name, type_text in _REMINDER_FIELD.findall(reminder.group(1)):
+        found.outputs.append(name)  # the compact reminder leaves the type to the system message's field list
+        found.types[name] = type_text or listed.get(name, "str")
+    found.schemas = _schemas(system, found.outputs)
     body = last_user[: reminder.start()]
     for name, value in _SECTION.findall(body):
         found.inputs[name] = value.strip()
     return found
+
+
+def _schemas(system: str, outputs: list[str]) -> dict[str, Any]:
+    """Output field -> JSON schema, as ChatAdapter notes it (`{name}        # note: ...`) or the compact adapter
+    states it (`JSON schema of `name`: ...`); a schema that is not valid JSON is left out."""
+    texts = {name: text for name, text in _COMPACT_SCHEMA.findall(system) if name in outputs}
+    for name in outputs:
+        start = system.find(f"{{{name}}}        {_SCHEMA_NOTE}")
+        if start >= 0 and name not in texts:
+            texts[name] = system[start:].split("\n", 1)[0].split(_SCHEMA_NOTE, 1)[1]
+    schemas: dict[str, Any] = {}
+    for name, text in texts.items():
+        try:
+            schemas[name] = json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return schemas
 
 
 def _string_list(text: str | None) -> list[str] | None:
@@ -144,7 +162,7 @@ def _string_list(text: str | None) -> list[str] | None:
     return None
 
 
-#: SelectEntities shows each candidate as "entity  <- (head, relation, tail)"; its bare name is a valid choice too.
+#: SelectEntities shows each candidate as "entity  <- (from, relation)"; its bare name is a valid choice too.
 ENTITY_LINE_MARK = "  <- "
 
 

@@ -627,14 +627,10 @@ class Generation:
     finish_reason: Literal["stop", "length"]
 
 
-# DSPy's ChatAdapter closes its last user message with this sentence, naming the output fields in order:
-# "Respond with the corresponding output fields, starting with the field `[[ ## a ## ]]`, then `[[ ## b ## ]]`
-# (must be formatted as a valid Python list[str]), and then ending with the marker for `[[ ## completed ## ]]`."
-_ADAPTER_REMINDER = re.compile(
-    r"Respond with the corresponding output fields, starting with the field (.*?)"
-    r"and then ending with the marker for `\[\[ ## completed ## \]\]`",
-    re.S,
-)
+# DSPy's ChatAdapter (and our compact adapter) close the last user message with a sentence naming the output
+# fields in order: "Respond with the corresponding output fields, starting with the field `[[ ## a ## ]]`, then
+# `[[ ## b ## ]]` ..., and then ending with the marker for `[[ ## completed ## ]]`." (see constraints.REMINDER).
+_ADAPTER_REMINDER = _constraints.REMINDER
 _FIELD_HEADER = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
 # A field value ends where the model starts any next header (also the sloppy `[[##` spelling), or at
 # a blank line: the tiny models rarely stop by themselves, and a blank line inside one value is rare

@@ -17,7 +17,7 @@ import dspy
 from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError, Relation, Triple
 from ppoga_dspy.method import gating
 from ppoga_dspy.method.choices import match_choices
-from ppoga_dspy.method.memory import OBSERVATION_FACTS, relation_key
+from ppoga_dspy.method.memory import OBSERVATION_FACTS, grouped_facts, relation_key
 from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank, ranked
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, settled
@@ -45,8 +45,22 @@ class Candidate:
         return [self.triple] if self.via is None else [self.triple, self.via]
 
     def line(self) -> str:
+        """The candidate with the whole fact that reached it: the text pruning and gating rank."""
         through = f" -> {self.via.relation}" if self.via is not None else ""
         return f"{self.entity.describe()}  <- {self.triple.text()}{through}"
+
+    def prompt_line(self) -> str:
+        """The candidate as SelectEntities reads it: `entity  <- (source, relation)`, the entity not written twice.
+
+        A wide step lists seventy candidates; writing each one's whole fact repeated its name. A relation
+        followed from the other end is marked "(reverse)", as in SelectRelations' menu. A candidate read
+        through a mediator keeps the whole fact (`line`): the mediator's own facts are what tells it apart.
+        """
+        if self.via is not None:
+            return self.line()
+        backwards = self.triple.tail.id == self.source.id and self.triple.head.id != self.source.id
+        reverse = " (reverse)" if backwards else ""
+        return f"{self.entity.describe()}  <- ({self.source.describe()}, {self.triple.relation}{reverse})"
 
 
 def read_through(candidate: Candidate) -> list[Candidate]:
@@ -76,7 +90,7 @@ class Observation:
         return not self.frontier
 
     def text(self, limit: int = OBSERVATION_FACTS) -> str:
-        lines = [t.text() for t in self.triples[:limit]]
+        lines = grouped_facts(self.triples[:limit])
         if len(self.triples) > limit:
             lines.append(f"... and {len(self.triples) - limit} more facts")
         if self.frontier:
@@ -302,12 +316,13 @@ class Executor(dspy.Module):
             if gating.decisive(run, Stage.SELECT_ENTITIES, scores, lines[order[0]]):
                 observation.rationale = "gated: the candidate most similar to the question and step, by a margin"
                 return [candidates[order[0]]]
+        shown = [c.prompt_line() for c in candidates]
         prediction = run.call(
             Stage.SELECT_ENTITIES, Role.EXECUTOR, self.select_entities,
-            question=question, step=objective, candidates=lines,
+            question=question, step=objective, candidates=shown,
         )
         matched = match_choices(
-            getattr(prediction, "entities", None), lines, aliases=[c.entity.describe() for c in candidates]
+            getattr(prediction, "entities", None), shown, aliases=[c.entity.describe() for c in candidates]
         )
         chosen = [candidates[i] for i in matched.indices][: th.entities_per_step]
         observation.rationale = str(getattr(prediction, "rationale", "") or "")

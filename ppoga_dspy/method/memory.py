@@ -145,21 +145,24 @@ class KnowledgeMemory:
         (the observation the same prompt already carries) are left out: repeating a step's forty
         facts in its memory doubled Think's prompt and told it nothing new. `rest=False` keeps only the
         chains and the `current` step's facts (what a judgement of this step needs), not earlier steps'
-        unselected candidates.
+        unselected candidates. Facts that share a subject and relation (or a relation and object) are one
+        line, `(Germany, plays_for_country_inverse, Sejad_SALIHOVIC; Admir_MEHMEDI)`, and the budget counts
+        what that line costs (see `FactGroups`).
         """
-        lines: dict[str, None] = {}
-        skip = {t.text() for t in shown}
+        groups = FactGroups()
+        seen = {t.text() for t in shown}
         used = 0
         for triple in self._ranked_facts(current or [], rest=rest):
             text = triple.text()
-            if text in lines or text in skip:
+            if text in seen:
                 continue
-            cost = estimate_tokens(text)
+            cost = groups.cost(triple)
             if used + cost > budget_tokens:
                 break
-            lines[text] = None
+            seen.add(text)
+            groups.add(triple)
             used += cost
-        return list(lines)
+        return groups.lines()
 
     def _ranked_facts(self, current: list[Triple], *, rest: bool = True):
         for chain in self.reasoning_chains:
@@ -202,6 +205,85 @@ class KnowledgeMemory:
 
 #: Facts an observation's text shows (the rest are counted in one line); memory lists the ones it does not show.
 OBSERVATION_FACTS = 20
+
+
+@dataclass
+class _FactGroup:
+    """Facts with one relation and either one subject (many objects) or one object (many subjects)."""
+
+    heads: list[str]
+    relation: str
+    tails: list[str]
+
+    def text(self) -> str:
+        return f"({'; '.join(self.heads)}, {self.relation}, {'; '.join(self.tails)})"
+
+
+class FactGroups:
+    """Facts written as few lines: those sharing a subject and relation become `(s, r, o1; o2; o3)`, those
+    sharing a relation and object `(s1; s2, r, o)`; any other fact is its own triple line.
+
+    A wide step (forty players of one country) repeated `(Germany, plays_for_country_inverse, ...)` forty
+    times; grouped, the names are the line. Facts are grouped in the order they are added, so the lines
+    keep the caller's ranking (a group sits where its first fact ranked). `cost` is what adding a fact
+    would add to the text, in tokens, so token budgets count the grouped text.
+    """
+
+    def __init__(self) -> None:
+        self._groups: list[_FactGroup] = []
+        self._by_subject: dict[tuple[str, str], _FactGroup] = {}
+        self._by_object: dict[tuple[str, str], _FactGroup] = {}
+        self._chars = 0  # of the lines joined by newlines
+
+    def _joins(self, head: str, relation: str, tail: str) -> tuple[_FactGroup | None, str]:
+        """The group a fact would join and which side grows ("tails" or "heads"), or (None, "")."""
+        group = self._by_subject.get((head, relation))
+        if group is not None and group.heads == [head]:
+            return group, "tails"
+        group = self._by_object.get((relation, tail))
+        if group is not None and group.tails == [tail]:
+            return group, "heads"
+        return None, ""
+
+    def _added(self, triple: Triple) -> tuple[_FactGroup | None, str, int]:
+        """Where a fact goes (see `_joins`) and how many characters it adds to the text."""
+        head, tail = triple.head.describe(), triple.tail.describe()
+        group, side = self._joins(head, triple.relation, tail)
+        if group is None:
+            return None, "", len(_FactGroup([head], triple.relation, [tail]).text()) + (1 if self._groups else 0)
+        return group, side, len("; " + (tail if side == "tails" else head))
+
+    def cost(self, triple: Triple) -> int:
+        """Tokens the text grows by with this fact (the costs of all facts added sum to the text's estimate)."""
+        added = self._added(triple)[2]
+        return (self._chars + added) // 4 - self._chars // 4
+
+    def add(self, triple: Triple) -> None:
+        group, side, added = self._added(triple)
+        self._chars += added
+        head, relation, tail = triple.head.describe(), triple.relation, triple.tail.describe()
+        if group is None:
+            group = _FactGroup([head], relation, [tail])
+            self._groups.append(group)
+            self._by_subject[(head, relation)] = group
+            self._by_object[(relation, tail)] = group
+        elif side == "tails":
+            group.tails.append(tail)
+        else:
+            group.heads.append(head)
+
+    def lines(self) -> list[str]:
+        return [group.text() for group in self._groups]
+
+
+def grouped_facts(triples: Iterable[Triple]) -> list[str]:
+    """The lines of `FactGroups` for these facts, in their order (duplicates written once)."""
+    groups, seen = FactGroups(), set()
+    for triple in triples:
+        if (key := triple.text()) not in seen:
+            seen.add(key)
+            groups.add(triple)
+    return groups.lines()
 
 
 def estimate_tokens(text: str) -> int:

@@ -12,7 +12,6 @@ question with its reason.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,17 +43,16 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def adapter_for(lm: Any) -> Any | None:
-    """The adapter a role's LM needs, or None for DSPy's default (ChatAdapter, then JSONAdapter on failure).
+def adapter_for(lm: Any) -> Any:
+    """The adapter every predictor runs with: the compact ChatAdapter (`lm/adapter.py`), each field stated once.
 
-    An in-process model (`local/...`) gets ChatAdapter alone: re-asking it in JSON after a parse
-    failure costs a whole second generation and rarely helps a tiny model.
+    An in-process model (`local/...`) gets it without the JSON fallback: re-asking it in JSON after a
+    parse failure costs a whole second generation and rarely helps a tiny model.
     """
-    if lm is not None and str(getattr(lm, "model", "")).startswith("local/"):
-        from dspy.adapters.chat_adapter import ChatAdapter
+    from ppoga_dspy.lm.adapter import compact_adapter
 
-        return ChatAdapter(use_json_adapter_fallback=False)
-    return None
+    local = lm is not None and str(getattr(lm, "model", "")).startswith("local/")
+    return compact_adapter(json_fallback=not local)
 
 
 @dataclass
@@ -95,15 +93,12 @@ class QuestionRun:
         return prediction
 
     def _bound(self, role: Role):
-        """The context that binds the role's LM (and the adapter it needs); nothing when the role has none."""
+        """The context that binds the role's LM (when it has one) and the program's adapter."""
         import dspy
 
         lm = self.role_lms.get(role)
         bound = {"lm": lm} if lm is not None else {}
-        adapter = adapter_for(lm)
-        if adapter is not None:
-            bound["adapter"] = adapter
-        return dspy.context(**bound) if bound else nullcontext()
+        return dspy.context(**bound, adapter=adapter_for(lm))
 
     @staticmethod
     def _validated(event: TraceEvent, stage: Stage, role: Role, predictor: Any, inputs: dict[str, Any]) -> Any | None:

@@ -1,10 +1,10 @@
 """Fine-tune the embedded model on the teacher's traces with LoRA (DSPy's BootstrapFinetune idea, local models only).
 
 Training pairs come from the same teacher traces as the knn pool (`traces.py`): for every stage of every
-question the teacher answered right, the prompt is the chat the program sends for that stage
-(ChatAdapter, zero-shot: what the student sees at run time) rendered exactly as the engine renders it,
-and the completion is the teacher's outputs in ChatAdapter format. Only completion tokens are learned
-(prompt tokens are masked). The adapter is written as a folder beside the artifact
+question the teacher answered right, the prompt is the chat the program sends for that stage (its
+compact ChatAdapter, lm/adapter.py; zero-shot: what the student sees at run time) rendered exactly as
+the engine renders it, and the completion is the teacher's outputs in ChatAdapter format. Only
+completion tokens are learned (prompt tokens are masked). The adapter is written as a folder beside the artifact
 (`X.json` -> `X.adapter/`) and recorded in it relative to the artifact; `ppoga_dspy.lm.lora.apply_adapter`
 merges it into the loaded model.
 
@@ -51,10 +51,10 @@ class FinetuneResult:
 
 
 def training_pairs(traces: list[QuestionTrace], program: Any) -> list[TrainingPair]:
-    """Prompt/completion pairs in the ChatAdapter format the program sends and parses."""
-    from dspy.adapters.chat_adapter import ChatAdapter
+    """Prompt/completion pairs in the format the program sends (its compact ChatAdapter) and parses."""
+    from ppoga_dspy.lm.adapter import compact_adapter
 
-    adapter = ChatAdapter()
+    adapter = compact_adapter(json_fallback=False)  # what a `local/...` student runs with (method/question_run.py)
     predictors = dict(program.named_predictors())
     pairs: list[TrainingPair] = []
     for trace in traces:

@@ -32,7 +32,9 @@ class SelectEntities(dspy.Signature):
 
     question: str = dspy.InputField()
     step: str = dspy.InputField(desc="the objective of the current step")
-    candidates: list[str] = dspy.InputField(desc="facts found, as 'entity  <- (head, relation, tail)'")
+    candidates: list[str] = dspy.InputField(
+        desc="entities found, as 'entity  <- (from, relation)' or, through a mediator, "
+             "'entity  <- (head, relation, [mediator]) -> relation'")
     entities: list[str] = dspy.OutputField(desc="chosen entity names, copied from the candidates")
     rationale: str = dspy.OutputField(desc="why these entities serve the objective")
 

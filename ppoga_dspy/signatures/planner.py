@@ -116,7 +116,8 @@ class Answer(dspy.Signature):
     """
 
     question: str = dspy.InputField()
-    evidence: list[str] = dspy.InputField(desc="facts from the graph as (head, relation, tail)")
+    evidence: list[str] = dspy.InputField(desc="facts from the graph as (head, relation, tail); 'a; b' lists "
+                                          "several heads or tails of one relation")
     answers: list[str] = dspy.OutputField(desc="answer entity names, best first")
     reasoning: str = dspy.OutputField(desc="the chain of facts that leads to the answer")
 
