@@ -106,9 +106,22 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _dataset_margin(item: str) -> tuple[str, float]:
+    name, _, value = item.partition("=")
+    if name not in FILES:
+        raise SystemExit(f"--margin {item!r}: the dataset is one of {', '.join(FILES)}")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise SystemExit(f"--margin {item!r}: use DATASET=MARGIN, e.g. WC-P2=0.1") from None
+
+
 def configs(args: argparse.Namespace) -> list[Config]:
-    gatings = {"off": [None], "on": [args.gate_margin], "both": [None, args.gate_margin]}[args.gating]
-    out = [Config("oracle/gold-path", d, s, m) for d in args.files for s in args.stages for m in gatings]
+    def gatings(dataset: str) -> list[float | None]:
+        margin = args.margins.get(dataset, args.gate_margin)
+        return {"off": [None], "on": [margin], "both": [None, margin]}[args.gating]
+
+    out = [Config("oracle/gold-path", d, s, m) for d in args.files for s in args.stages for m in gatings(d)]
     for rate in args.noisy:
         out += [Config(f"oracle/noisy:{rate:g}", d, s, None) for d in args.noisy_files for s in args.stages]
     return out
@@ -125,6 +138,9 @@ def main() -> int:
                         help="perfect-planner rows without gating, with it (gate_margin=--gate-margin), or both")
     parser.add_argument("--gate-margin", type=float, default=0.15,
                         help="gate_margin of the gating-on rows (default 0.15, chosen on the dev splits)")
+    parser.add_argument("--margin", dest="margins", action="append", default=[], metavar="DATASET=M",
+                        help="a dataset's own gate_margin (a threshold is tuned per dataset on its dev split, as "
+                             "`ppoga tune` does), e.g. --margin WC-P2=0.1; others take --gate-margin")
     parser.add_argument("--noisy", type=float, nargs="*", default=[0.2], help="error rates of oracle/noisy:P rows")
     parser.add_argument("--noisy-files", nargs="+", choices=list(FILES), default=NOISY_FILES)
     parser.add_argument("--split", choices=("train", "dev", "test"), default="test",
@@ -133,6 +149,7 @@ def main() -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                         help="a threshold of every row, as `ppoga --set` (e.g. evidence_tokens=400)")
     args = parser.parse_args()
+    args.margins = dict(_dataset_margin(item) for item in args.margins)
     args.data = data_dir(args.data, needs=FILES[args.files[0]][1])
 
     from ppoga_dspy.experiments.datasets import load_dataset

@@ -35,7 +35,7 @@ from typing import Any
 
 #: Bumped whenever the constrained decoder writes different replies for the same prompt: it is part of the
 #: engine's identity (`EmbeddedEngine.dump_state`), so the response cache never serves an older decoder's reply.
-RULES_VERSION = 4
+RULES_VERSION = 5
 #: Names chosen at most per choice field: the Executor follows at most 3 relations / entities per step by
 #: default (`relations_per_step`, `entities_per_step`), so a fourth would be cut anyway.
 CHOICE_LIMIT = 3
@@ -45,6 +45,8 @@ OBJECT_LIMIT = 4
 STRING_TOKENS = 48
 #: Output fields that choose among the prompt's `candidates` even without "from the candidates" in their description.
 CHOICE_FIELDS = ("relations", "entities")
+#: The output field that names answers; given an `evidence` input, it chooses among the evidence's names.
+ANSWER_FIELD = "answers"
 
 # `[[ ## name ## ]]` optionally followed by ` (must be formatted as a valid Python TYPE)`.
 _REMINDER_FIELD = re.compile(r"`\[\[ ## (\w+) ## \]\]`(?: \(must be formatted as a valid Python (.*?)\))?(?=,|$| and)")
@@ -215,17 +217,78 @@ def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
     prompt = read_prompt(chat)
     found: dict[str, Constraint] = {}
     candidates = _string_list(prompt.inputs.get("candidates"))
+    evidence = _string_list(prompt.inputs.get("evidence"))
     for name in prompt.outputs:
         type_text = prompt.types.get(name, "str")
         if type_text == "list[str]" and candidates and (
             name in CHOICE_FIELDS or "from the candidates" in prompt.descriptions.get(name, "")
         ):
             found[name] = Choice(choice_options(candidates))
+        elif type_text == "list[str]" and name == ANSWER_FIELD and evidence and (names := evidence_names(evidence)):
+            found[name] = Choice(names)
         elif (options := _literal_options(type_text)) is not None:
             found[name] = OneOf(options)
         elif type_text.startswith("list[") and (objects := _object_list(prompt.schemas.get(name))):
             found[name] = in_demo_order(objects, demo_keys(chat, name))
     return found
+
+
+def evidence_names(lines: Sequence[str]) -> tuple[str, ...]:
+    """Every entity or value named in evidence lines, in order of appearance (no duplicates).
+
+    Answer asks for names "exactly as they are named in the evidence"; the tiny model copies them with
+    typos (it wrote 1989-04-04 from a fact saying 1979-04-04), so its answer is decoded as a choice among
+    them. A line is `(head, relation, tail)`, where either end may list several names as `a; b` and a
+    mediator (CVT) node reads `[relation: value; relation: value]` (its values are names too).
+    """
+    names: dict[str, None] = {}
+    for line in lines:
+        text = line.strip()
+        if not (text.startswith("(") and text.endswith(")")):
+            continue
+        parts = _top_level_split(text[1:-1], ", ")
+        middle = _relation_index(parts)
+        if middle is None:
+            continue
+        for side in (", ".join(parts[:middle]), ", ".join(parts[middle + 1 :])):
+            for item in _top_level_split(side, "; "):
+                for name in _mediator_values(item) if item.startswith("[") else [item.strip()]:
+                    if name:
+                        names.setdefault(name, None)
+    return tuple(names)
+
+
+def _relation_index(parts: Sequence[str]) -> int | None:
+    """Which inner part of a fact is its relation: one word, a dotted or underscored one first (a name may hold
+    a comma, "Paris, Texas", and a one-word part of it must not pass for the relation)."""
+    words = [i for i in range(1, len(parts) - 1) if parts[i] and not any(c.isspace() for c in parts[i])]
+    marked = [i for i in words if "." in parts[i] or "_" in parts[i]]
+    return (marked or words or [None])[0]
+
+
+def _mediator_values(item: str) -> list[str]:
+    """The values of a mediator's `[relation: value; ...]` description."""
+    inner = item.strip()[1:-1] if item.strip().endswith("]") else item.strip()[1:]
+    return [part.split(": ", 1)[1].strip() for part in _top_level_split(inner, "; ") if ": " in part]
+
+
+def _top_level_split(text: str, separator: str) -> list[str]:
+    """`text` split on `separator` outside square brackets (a mediator's facts stay one item)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        char = text[i]
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(0, depth - 1)
+        elif depth == 0 and text.startswith(separator, i):
+            parts.append(text[start:i])
+            i += len(separator)
+            start = i
+            continue
+        i += 1
+    parts.append(text[start:])
+    return parts
 
 
 def demo_keys(chat: Sequence[dict[str, str]], name: str) -> list[str]:

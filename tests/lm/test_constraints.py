@@ -14,6 +14,7 @@ from ppoga_dspy.lm.constraints import (
     TokenTrie,
     choice_options,
     constraints_for,
+    evidence_names,
     read_prompt,
 )
 from ppoga_dspy.lm.embedded import CONSTRAIN_ENV, EmbeddedEngine
@@ -73,8 +74,24 @@ def test_a_plan_is_written_in_the_key_order_of_its_demos():
     assert constraints_for(chat)["steps"].properties == ("objective", "expected_outcome", "action")
 
 
+def test_answers_are_chosen_among_the_evidence_names():
+    # the model copied "1979-04-04" as "1989-04-04"; decoded as a choice it can only name what the facts name
+    evidence = ["(Heath Ledger, people.person.date_of_birth, 1979-04-04)",
+                "(The Dark Knight, film.film.starring, [film.performance.actor: Heath Ledger; "
+                "film.performance.character: Joker]; [film.performance.actor: Michael Caine; "
+                "film.performance.character: Alfred Pennyworth])",
+                "(Batman Begins; Inception, film.film.music, Hans Zimmer)",
+                "(Paris, Texas, film.film.directed_by, Wim Wenders)"]
+    assert evidence_names(evidence) == ("Heath Ledger", "1979-04-04", "The Dark Knight", "Joker", "Michael Caine",
+                                        "Alfred Pennyworth", "Batman Begins", "Inception", "Hans Zimmer",
+                                        "Paris, Texas", "Wim Wenders")
+    answer = constraints_for(chat_for(Answer, question="q", evidence=evidence))
+    assert answer == {"answers": Choice(evidence_names(evidence))}  # `reasoning` stays free
+    assert evidence_names(["not a fact", "(only, two)"]) == ()
+
+
 def test_free_text_fields_get_no_constraint():
-    assert constraints_for(chat_for(Answer, question="q", evidence=["(a, r, b)"])) == {}
+    assert constraints_for(chat_for(Answer, question="q", evidence=[])) == {}  # nothing to choose from
     assert constraints_for(chat_for(Think, question="q", step="s", prediction="p", observation="o", memory="m")) == {}
     assert constraints_for([{"role": "user", "content": "Just chat."}]) == {}
 
