@@ -223,10 +223,10 @@ def reply_parses(chat: Sequence[dict[str, str]], text: str) -> bool:
 
     A light version of what ChatAdapter + the field types check (the fixture keeps no signature).
     """
-    from ppoga_dspy.lm.embedded import _ADAPTER_REMINDER
+    from ppoga_dspy.lm.constraints import REMINDER
 
     last_user = next((m["content"] for m in reversed(chat) if m["role"] == "user"), "")
-    found = _ADAPTER_REMINDER.search(last_user)
+    found = REMINDER.search(last_user)
     if not found:
         return bool(text.strip())
     sections = dict(re.findall(r"\[\[ ## (\w+) ## \]\]\n?(.*?)(?=\[\[ ## \w+ ## \]\]|\Z)", text, re.S))

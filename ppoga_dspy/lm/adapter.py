@@ -16,6 +16,7 @@ format, its parsing, the input sections and demos are ChatAdapter's, unchanged.
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from typing import Any
 
@@ -98,6 +99,9 @@ class CompactChatAdapter(ChatAdapter):
         return "Your objective:\n" + textwrap.dedent(signature.instructions).strip()
 
 
+@functools.cache
 def compact_adapter(*, json_fallback: bool = True) -> CompactChatAdapter:
-    """The adapter every predictor of the program runs with (`json_fallback`: re-ask in JSON after a parse failure)."""
+    """The adapter every predictor of the program runs with (`json_fallback`: re-ask in JSON after a parse failure).
+
+    One instance per setting, shared: it holds no per-call state, and every LM call binds it."""
     return CompactChatAdapter(use_json_adapter_fallback=json_fallback)

@@ -59,7 +59,6 @@ REMINDER = re.compile(
     r",? (?:and )?then (?:ending with the marker for )?`\[\[ ## completed ## \]\]`",
     re.S,
 )
-_REMINDER = REMINDER
 _SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with |\Z)", re.S)
 _SCHEMA_NOTE = "# note: the value you produce must adhere to the JSON schema: "
 # The compact adapter (lm/adapter.py `SCHEMA_LINE`) states a schema once, only for a field of objects.
@@ -112,12 +111,22 @@ class PromptFields:
     inputs: dict[str, str] = field(default_factory=dict)
 
 
+def _last_user(chat: Sequence[dict[str, str]]) -> str:
+    return next((m["content"] for m in reversed(chat) if m["role"] == "user"), "")
+
+
+def output_fields(chat: Sequence[dict[str, str]]) -> list[str]:
+    """The output field names the closing sentence of the last user message asks for, in order ([] if none)."""
+    reminder = REMINDER.search(_last_user(chat))
+    return [name for name, _ in _REMINDER_FIELD.findall(reminder.group(1))] if reminder else []
+
+
 def read_prompt(chat: Sequence[dict[str, str]]) -> PromptFields:
     """Parse the output fields (with types), their descriptions and schemas, and the last user message's inputs."""
-    last_user = next((m["content"] for m in reversed(chat) if m["role"] == "user"), "")
+    last_user = _last_user(chat)
     system = next((m["content"] for m in chat if m["role"] == "system"), "")
     found = PromptFields()
-    reminder = _REMINDER.search(last_user)
+    reminder = REMINDER.search(last_user)
     if reminder is None:
         return found
     listed: dict[str, str] = {}

@@ -50,7 +50,6 @@ import dataclasses
 import importlib.util
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -477,6 +476,11 @@ def _convert_fast(gguf: Path, target: Path, dtype: str, progress: _LoadProgress)
     return True
 
 
+def _transformers_load_steps(*, caching: bool) -> list[str]:
+    """The progress steps of transformers' own GGUF path (other architectures, or when the converter fails)."""
+    return ["de-quantizing the GGUF (first run only)", *(["caching the converted weights"] if caching else [])]
+
+
 def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> LoadedModel:
     """Load `info` in `dtype`: from the conversion cache, else convert the GGUF once (and cache it).
 
@@ -504,17 +508,14 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
     if fast and converted is None:  # cache off: convert into a temporary folder, removed once loaded
         scratch = Path(tempfile.mkdtemp(prefix="ppoga-embedded-"))
         converted = scratch / "model"
+    merging = ["merging the LoRA adapter"] if adapter is not None else []
     if cached:
-        steps = ["reading the converted weights"]
+        steps = ["reading the converted weights", *merging]
     elif fast:
         steps = ["building the tokenizer from the GGUF (first run only)", "de-quantizing the GGUF (first run only)",
-                 "caching the converted weights", "reading the converted weights"]
+                 "caching the converted weights", "reading the converted weights", *merging]
     else:
-        steps = ["de-quantizing the GGUF (first run only)"]
-        if converted is not None:
-            steps.append("caching the converted weights")
-    if adapter is not None:
-        steps.append("merging the LoRA adapter")
+        steps = [*_transformers_load_steps(caching=converted is not None), *merging]
     progress = _LoadProgress(info.name, steps)
     progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
@@ -527,9 +528,7 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
             fast = _convert_fast(gguf, converted, dtype, progress)
             if not fast:
                 progress.close()
-                progress = _LoadProgress(info.name, ["de-quantizing the GGUF (first run only)",
-                                                     *(["caching the converted weights"] if scratch is None else []),
-                                                     *steps[4:]])
+                progress = _LoadProgress(info.name, [*_transformers_load_steps(caching=scratch is None), *merging])
         if cached or fast:
             logger.info("loading embedded model %s from %s", info.name, converted)
             tokenizer = AutoTokenizer.from_pretrained(converted)
@@ -627,11 +626,6 @@ class Generation:
     finish_reason: Literal["stop", "length"]
 
 
-# DSPy's ChatAdapter (and our compact adapter) close the last user message with a sentence naming the output
-# fields in order: "Respond with the corresponding output fields, starting with the field `[[ ## a ## ]]`, then
-# `[[ ## b ## ]]` ..., and then ending with the marker for `[[ ## completed ## ]]`." (see constraints.REMINDER).
-_ADAPTER_REMINDER = _constraints.REMINDER
-_FIELD_HEADER = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
 # A field value ends where the model starts any next header (also the sloppy `[[##` spelling), or at
 # a blank line: the tiny models rarely stop by themselves, and a blank line inside one value is rare
 # (DSPy writes lists and objects as one-line JSON).
@@ -639,10 +633,9 @@ _FIELD_STOPS = ("[[ ##", "[[##", "\n\n")
 
 
 def adapter_output_fields(chat: Sequence[dict[str, str]]) -> list[str]:
-    """The output field names DSPy's ChatAdapter asks for in the last user message, or [] if it asks none."""
-    last_user = next((m["content"] for m in reversed(chat) if m["role"] == "user"), "")
-    found = _ADAPTER_REMINDER.search(last_user)
-    return _FIELD_HEADER.findall(found.group(1)) if found else []
+    """The output field names the adapter (ChatAdapter or our compact one) asks for in the last user message, or
+    [] if it asks none; read by `constraints.output_fields`, the one reader of that closing sentence."""
+    return _constraints.output_fields(chat)
 
 
 @dataclass(frozen=True)
