@@ -168,6 +168,11 @@ class KnowledgeGraph(Protocol):
         """Relations leaving (OUT) or entering (IN) `entity`, after the dialect's filter."""
         ...
 
+    def relations_back(self, entity: str, origin: str) -> list[Relation]:
+        """Relations (either direction) by which `entity` reaches `origin` and no other node, where the
+        dialect stores facts under paired reverse predicates (Freebase); empty elsewhere."""
+        ...
+
     def neighbors(
         self, entity: str, relation: str, direction: Direction = Direction.OUT, limit: int = 100
     ) -> list[Entity]:

@@ -52,6 +52,10 @@ class Dialect:
     type_predicate: str | None = None
     # When true, an id is its own label (IRN) and labels() needs no query.
     labels_are_ids: bool = False
+    # When true, the schema stores each fact twice, under a predicate and its paired reverse
+    # (Freebase: film.film.music / film.music_contributor.film), so a relation that leads only back
+    # where a step came from is never a question's path (see SparqlGraph.relations_back).
+    paired_reverse_predicates: bool = False
 
     def __init__(self, *, language: str | None = "en") -> None:
         self.language = language
@@ -256,6 +260,7 @@ class FreebaseDialect(PrefixedDialect):
 
     name = "freebase"
     label_predicates = (FREEBASE_NS + "type.object.name",)
+    paired_reverse_predicates = True
     type_predicate = FREEBASE_NS + "type.object.type"
     _ENTITY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
     _RELATION = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")

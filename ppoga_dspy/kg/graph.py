@@ -135,6 +135,31 @@ class SparqlGraph(AbstractContextManager):  # `with` closes it
                 found.add(rel)
         return [Relation(rel, direction) for rel in sorted(found)]
 
+    def relations_back(self, entity: str, origin: str) -> list[Relation]:
+        """Relations by which `entity` reaches `origin` and nothing else: the way back a step came by.
+
+        PoG drops the relation a step arrived by; Freebase also stores most facts a second time under
+        a paired reverse predicate (film.music_contributor.film / film.film.music), which that rule
+        misses, so a model copying its demos walks straight back. One query for both directions.
+        Empty, with no query, for a dialect without paired predicates: there a walk back can be the
+        question's real path (PathQuestion asks for "the couple of julie_london 's couple")."""
+        ref, back = self._entity_ref(entity), self._entity_ref(origin)  # validated even when unused
+        if not self.dialect.paired_reverse_predicates:
+            return []
+        only_out = f"{ref} ?r {back} . FILTER NOT EXISTS {{ {ref} ?r ?x . FILTER(?x != {back}) }}"
+        only_in = f"{back} ?r {ref} . FILTER NOT EXISTS {{ ?x ?r {ref} . FILTER(?x != {back}) }}"
+        query = (f'SELECT DISTINCT ?r ?d WHERE {{ {{ {only_out} BIND("out" AS ?d) }} '
+                 f'UNION {{ {only_in} BIND("in" AS ?d) }} }}')
+        found: set[Relation] = set()
+        for row in self._select("relations_back", query):
+            term, way = row.get("r"), row.get("d")
+            if term is None or not term.is_iri or way is None:
+                continue
+            rel = self.dialect.relation_id(term.value)
+            if rel is not None and self.dialect.keep_relation(rel):
+                found.add(Relation(rel, Direction(way.value)))
+        return sorted(found, key=lambda r: (r.id, r.direction.value))
+
     def neighbors(
         self, entity: str, relation: str, direction: Direction | str = Direction.OUT, limit: int = 100
     ) -> list[Entity]:

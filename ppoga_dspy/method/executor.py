@@ -262,6 +262,18 @@ class Executor(dspy.Module):
         knowledge = run.memory.knowledge
         back = _way_back(entity, arrived_by)
         relations = [r for r in relations if (r.id, r.direction) != back]
+        origin = _origin(entity, arrived_by)
+        if origin is not None and len(relations) > 1:
+            try:
+                paired = set(run.tools.relations_back(entity.id, origin.id))
+            except KGUnavailableError:
+                raise
+            except KGError:
+                paired = set()  # only a filter: without it the menu is PoG's
+            if paired and len(paired) < len(relations):
+                relations = [r for r in relations if r not in paired]
+                run.note("way_back.excluded", entity=entity.id, origin=origin.id,
+                         relations=sorted(relation_key(r) for r in paired))
         kept = [r for r in relations if not knowledge.is_failed(step, entity.id, r)]
         if len(kept) < len(relations):
             run.note("path_correction.excluded", entity=entity.id, excluded=len(relations) - len(kept))
@@ -350,6 +362,19 @@ def _intersection(
     if not kept:
         observation.notes.append("No entity satisfies every constraint of this step (the intersection is empty).")
     return kept
+
+
+def _origin(entity: Entity, arrived_by: Triple | None) -> Entity | None:
+    """The node at the other end of the fact that reached `entity` (None at a topic, or for a literal)."""
+    if arrived_by is None:
+        return None
+    if arrived_by.tail.id == entity.id:
+        other = arrived_by.head
+    elif arrived_by.head.id == entity.id:
+        other = arrived_by.tail
+    else:
+        return None
+    return None if other.literal else other
 
 
 def _way_back(entity: Entity, arrived_by: Triple | None) -> tuple[str, Direction] | None:

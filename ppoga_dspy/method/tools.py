@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class KGTools:
-    """One question's view of a KnowledgeGraph: the four tools, with counting and tracing."""
+    """One question's view of a KnowledgeGraph: the five tools, with counting and tracing."""
 
     def __init__(self, kg: KnowledgeGraph, costs: Costs, memory: Memory) -> None:
         self.kg = kg
@@ -42,6 +42,11 @@ class KGTools:
             return self._metered("neighbors", args,
                                  lambda: self.kg.neighbors(entity, relation, Direction(direction), limit))
 
+        def get_relations_back(entity: str, origin: str) -> list[Relation]:
+            """List the relations that lead from an entity id back to `origin` and nowhere else."""
+            return self._metered("relations_back", {"entity": entity, "origin": origin},
+                                 lambda: self.kg.relations_back(entity, origin))
+
         def get_labels(entities: list[str]) -> dict[str, str]:
             """Give the readable names of entity ids."""
             return self._metered("labels", {"entities": entities[:20]}, lambda: self.kg.labels(entities))
@@ -50,7 +55,8 @@ class KGTools:
             """Find entities whose name matches a text."""
             return self._metered("find_entities", {"text": text}, lambda: self.kg.find_entities(text, limit))
 
-        return {fn.__name__: dspy.Tool(fn) for fn in (get_relations, get_neighbors, get_labels, find_entities)}
+        tools = (get_relations, get_relations_back, get_neighbors, get_labels, find_entities)
+        return {fn.__name__: dspy.Tool(fn) for fn in tools}
 
     def _metered(self, op: str, args: dict[str, Any], fn):
         started = time.perf_counter()
@@ -70,6 +76,9 @@ class KGTools:
 
     def relations(self, entity: str, direction: Direction) -> list[Relation]:
         return self.tools["get_relations"](entity=entity, direction=direction.value)
+
+    def relations_back(self, entity: str, origin: str) -> list[Relation]:
+        return self.tools["get_relations_back"](entity=entity, origin=origin)
 
     def neighbors(self, entity: str, relation: str, direction: Direction, limit: int) -> list[Entity]:
         return self.tools["get_neighbors"](entity=entity, relation=relation, direction=direction.value, limit=limit)

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ppoga_dspy.kg import Direction, InvalidIdentifier, KnowledgeGraph
+from ppoga_dspy.kg import Direction, InvalidIdentifier, KnowledgeGraph, Relation
 
 INJECTIONS = [
     'x" } DROP ALL { "',
@@ -113,6 +113,34 @@ class KnowledgeGraphContract:
                     assert got == expected, (e, rel.id, direction)
                     checked += 1
         assert checked >= 40
+
+    def test_relations_back_are_exactly_the_ways_back(self, contract_kgs, facts, dialect):
+        """Freebase: the relations whose only neighbour is the origin, in either direction (paired reverse
+        predicates included); IRN stores each fact once, so a walk back may be a real path: none."""
+        kg = contract_kgs[dialect]
+        checked = 0
+        for e in _probe_entities(kg, facts[0])[:15]:
+            reached: dict[str, set[Relation]] = {}
+            for direction in (Direction.OUT, Direction.IN):
+                for rel in kg.relations(e, direction):
+                    found = kg.neighbors(e, rel.id, direction, limit=1000)
+                    ids = {n.id for n in found}
+                    for n in found:
+                        if not n.literal:
+                            reached.setdefault(n.id, set())
+                    if len(ids) == 1:
+                        reached[next(iter(ids))].add(Relation(rel.id, direction))
+            for origin, only_there in reached.items():
+                expected = only_there if kg.dialect.paired_reverse_predicates else set()
+                assert set(kg.relations_back(e, origin)) == expected, (e, origin)
+                checked += 1
+        assert checked >= 20
+        if dialect == "freebase":  # the demo's pair: Batman Begins -> Hans Zimmer is film.film.music, both ways
+            back = kg.relations_back("m.0demo057", "m.0demo051")
+            assert Relation("film.film.music", Direction.OUT) in back
+            assert Relation("film.music_contributor.film", Direction.IN) in back
+        with pytest.raises(InvalidIdentifier):
+            kg.relations_back(e, "x> } DROP ALL { <y")
 
     def test_same_answers_as_the_embedded_store(self, contract_kgs, reference_kgs, facts, dialect):
         kg, ref = contract_kgs[dialect], reference_kgs[dialect]

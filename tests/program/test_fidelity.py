@@ -159,6 +159,35 @@ def test_the_way_back_is_not_offered(demo_kg):
     assert "film.film.directed_by (reverse)" not in offered["Christopher Nolan"]
 
 
+ZIMMER = "Who directed the films that Hans Zimmer composed music for?"
+ZIMMER_GOLD = {ZIMMER: {"relations": ["film.music_contributor.film", "film.film.directed_by"],
+                        "entities": ["Inception", "Christopher Nolan"], "answers": ["Christopher Nolan"],
+                        "paths": [["film.music_contributor.film", "film.film.directed_by"]]}}
+
+
+def test_the_paired_reverse_way_back_is_not_offered(demo_kg):
+    """Freebase stores Zimmer -film.music_contributor.film-> Inception again as Inception -film.film.music->
+    Zimmer: from a film reached from Zimmer, that predicate leads only back to him, so it is not offered
+    (the embedded model chose it and answered "Hans Zimmer"); relations that also go elsewhere stay."""
+    handlers = gold_path_handlers(ZIMMER_GOLD)
+    offered: dict[str, list[str]] = {}
+
+    def select_relations(inputs):
+        offered.setdefault(inputs["entity"], list(inputs["candidates"]))
+        return handlers["SelectRelations"](inputs)
+
+    prediction, _ = run(demo_kg, dict(handlers, SelectRelations=select_relations), question=ZIMMER,
+                        topics={mid(demo_kg, "Hans Zimmer"): "Hans Zimmer"})
+    assert prediction.answers == ["Christopher Nolan"]
+    films = [name for name in offered if name != "Hans Zimmer"]
+    assert films, offered
+    for film in films:
+        assert "film.film.music" not in offered[film], (film, offered[film])
+        assert "film.film.directed_by" in offered[film] and "film.film.starring" in offered[film]
+    (note, *_) = [e for e in prediction.trace if e["stage"] == "way_back.excluded"]
+    assert note["outputs"]["origin"] == mid(demo_kg, "Hans Zimmer")
+
+
 class _ByName:
     """A real ranker on names: scores a text by whether it mentions "keep" (no embedding model needed)."""
 

@@ -231,7 +231,7 @@ def test_kg_operations_are_metered_dspy_tools(demo_kg):
 
     costs, memory = Costs(), Memory(StrategicMemory(question="q"))
     tools = KGTools(demo_kg, costs, memory).tools
-    assert set(tools) == {"get_relations", "get_neighbors", "get_labels", "find_entities"}
+    assert set(tools) == {"get_relations", "get_relations_back", "get_neighbors", "get_labels", "find_entities"}
     assert all(isinstance(t, dspy.Tool) for t in tools.values())
     assert set(tools["get_neighbors"].args) == {"entity", "relation", "direction", "limit"}
     inception = tools["find_entities"](text="Inception")[0]
