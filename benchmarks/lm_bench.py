@@ -14,9 +14,18 @@ tokens per second, and whether the replies are identical and still parse.
     python benchmarks/lm_bench.py --skip-replay --cold     # only the `ppoga ask` table
     python benchmarks/lm_bench.py --skip-replay --cold --engines new   # cold then warm ask, new engine only
     python benchmarks/lm_bench.py record --data ../shared/data   # re-record the fixture (slow)
+    python benchmarks/lm_bench.py questions --n 50               # WC-P2 test, 50 questions, old vs new engine
+    python benchmarks/lm_bench.py questions --engines old --pin 1 &   # the two engines side by side,
+    python benchmarks/lm_bench.py questions --engines new --pin 0     # one core each; then --report
 
-The data folder (only `record` reads it) comes from --data, $PPOGA_DATA, or ../shared/data beside
-the repository.
+`questions` runs the whole program (`ppoga eval`, default artifact, DSPy cache off) on the WC-P2 test
+split with each engine into a resumable run file per engine, then prints Hits@1, calls and seconds
+per question for each and the new/old ratio. The old engine takes about a minute per question on one
+core, so the two are best run side by side, each pinned to a core of its own (`--pin`), which also
+gives both the same conditions.
+
+The data folder (`record` and `questions` read it) comes from --data, $PPOGA_DATA, or ../shared/data
+beside the repository.
 """
 
 from __future__ import annotations
@@ -385,6 +394,76 @@ def ask_table(cold: bool, engines: str = "both") -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# Whole questions: the program on WC-P2 test, old engine against new
+
+
+QUESTIONS_DATASET = "wc2014:{data}/wc2014/WC-P2.txt"
+ENGINE_LABELS = {"old": "old (legacy fp32)", "new": "new"}
+
+
+def questions_run_file(out_dir: Path, engine: str) -> Path:
+    return out_dir / f"WC-P2.{engine}.jsonl"
+
+
+def run_questions(engine: str, data: Path, n: int, out_dir: Path, pin: int | None) -> int:
+    """`ppoga eval` of the first `n` WC-P2 test questions with `engine` (resumable: done questions are skipped).
+
+    With `pin`, the child runs on that one CPU with one thread (torch, OpenMP, MKL), so that two engines
+    run side by side without taking each other's core.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PPOGA_EMBEDDED_LEGACY="1" if engine == "old" else "0", PYTHONPATH=str(REPO))
+    if pin is not None:
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PPOGA_EMBEDDED_THREADS="1")
+    argv = [sys.executable, "-m", "ppoga_dspy.cli", "eval", "--dataset", QUESTIONS_DATASET.format(data=data),
+            "--split", "test", "--limit", str(n), "--no-cache", "--no-progress",
+            "--out", str(questions_run_file(out_dir, engine))]
+    pin_to = (lambda: os.sched_setaffinity(0, {pin})) if pin is not None else None
+    print(f"lm_bench questions: {engine} engine, {n} WC-P2 test questions"
+          + (f", pinned to cpu {pin}" if pin is not None else ""), file=sys.stderr, flush=True)
+    return subprocess.run(argv, env=env, cwd=REPO, preexec_fn=pin_to, check=False).returncode
+
+
+def questions_table(out_dir: Path, n: int) -> None:
+    """The per-engine table of the run files in `out_dir` (the first `n` questions of each)."""
+    from ppoga_dspy.experiments.evaluate import summarize
+    from ppoga_dspy.experiments.runs import read_run
+
+    rows = {e: read_run(questions_run_file(out_dir, e))[:n] for e in ENGINE_LABELS
+            if questions_run_file(out_dir, e).is_file()}
+    if not rows:
+        sys.exit(f"lm_bench: no run files in {out_dir}; run `lm_bench.py questions` first")
+    summaries = {e: summarize(r) for e, r in rows.items()}
+    base = summaries.get("old")
+    print(f"WC-P2 test, the program with the default artifact (DSPy cache off); run files in {out_dir}")
+    print("| engine | n | Hits@1 | Hits@1 strict | F1 | LM calls/q | s/q mean | s/q median | x s/q vs old |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for engine, summary in summaries.items():
+        ratio = (f"{base['seconds_mean'] / summary['seconds_mean']:.2f}"
+                 if base and summary["seconds_mean"] else "")
+        print(f"| {ENGINE_LABELS[engine]} | {summary['n']} | {summary['hits@1']:.3f} | {summary['hits@1_strict']:.3f} "
+              f"| {summary['f1']:.3f} | {summary['lm_calls_mean']:.1f} | {summary['seconds_mean']:.1f} "
+              f"| {summary['seconds_median']:.1f} | {ratio} |")
+    if len(rows) == 2:
+        answers = {e: {r["id"]: r.get("results") for r in rs} for e, rs in rows.items()}
+        shared = sorted(set(answers["old"]) & set(answers["new"]))
+        same = sum(answers["old"][q] == answers["new"][q] for q in shared)
+        print(f"\nsame answer from both engines on {same} of {len(shared)} questions")
+
+
+def questions(args: argparse.Namespace) -> int:
+    if not args.report:
+        data = data_folder(args.data)
+        chosen = ["old", "new"] if args.engines == "both" else [args.engines]
+        for engine in chosen:
+            status = run_questions(engine, data, args.n, args.out_dir, args.pin)
+            if status:
+                return status
+    questions_table(args.out_dir, args.n)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------
 
 
 def run(args: argparse.Namespace) -> int:
@@ -424,6 +503,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     rec = sub.add_parser("record", help="re-record the prompt fixture from program runs (slow)")
     rec.add_argument("--data", type=Path, default=None, help="data folder (default $PPOGA_DATA, ../shared/data)")
+    qs = sub.add_parser("questions", help="the program on N WC-P2 test questions, old engine vs new")
+    qs.add_argument("--data", type=Path, default=None, help="data folder (default $PPOGA_DATA, ../shared/data)")
+    qs.add_argument("--n", type=int, default=50, help="questions (default 50)")
+    qs.add_argument("--engines", choices=["new", "old", "both"], default="both")
+    qs.add_argument("--out-dir", type=Path, default=REPO / "runs" / "lm-bench-questions",
+                    help="run files, one per engine (resumed when present)")
+    qs.add_argument("--pin", type=int, default=None, metavar="CPU", help="run on this one CPU, one thread")
+    qs.add_argument("--report", action="store_true", help="only print the table of the run files")
     once = sub.add_parser("ask-once", help=argparse.SUPPRESS)
     once.add_argument("--legacy", action="store_true")
     once.add_argument("--model-cache", default=None)
@@ -438,6 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "record":
         return record(args)
+    if args.command == "questions":
+        return questions(args)
     if args.command == "ask-once":
         return ask_in_child(args)
     return run(args)

@@ -1,6 +1,6 @@
 """ppoga-dspy: PPoGA knowledge-graph question answering as a compiled DSPy program.
 
-Heavy dependencies (dspy, pyoxigraph, sentence-transformers, optuna, torch) are imported by the
+Heavy dependencies (dspy, pyoxigraph, transformers, optuna, torch) are imported by the
 modules that need them, never here, so `import ppoga_dspy` and `ppoga --help` stay fast.
 """
 

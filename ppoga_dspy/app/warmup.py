@@ -16,7 +16,7 @@ def warm_up(program: Any, role_lms: dict[str, Any] | None = None) -> float:
     started = time.perf_counter()
     ranker = getattr(getattr(program, "executor", None), "ranker", None)
     load_ranker = getattr(type(ranker), "model", None)
-    if callable(load_ranker):  # EmbeddingRanker: a sentence-transformers model, one per process
+    if callable(load_ranker):  # EmbeddingRanker: the MiniLM sentence encoder, one per process
         load_ranker()
     for lm in (role_lms or {}).values():
         engine = (getattr(lm, "kwargs", None) or {}).get("engine")

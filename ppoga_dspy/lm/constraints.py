@@ -374,16 +374,27 @@ class TokenTrie:
 
 def tokens_starting_with(tokenizer: Any, prefixes: Sequence[str]) -> list[int]:
     """Ids of the vocabulary tokens whose text starts with one of `prefixes` (what may follow a finished option)."""
+    found = tokens_by_prefix(tokenizer, prefixes)
+    return sorted({index for ids in found.values() for index in ids})
+
+
+def tokens_by_prefix(tokenizer: Any, prefixes: Sequence[str]) -> dict[str, list[int]]:
+    """For each prefix, the ids of the vocabulary tokens whose text starts with it, in one pass over the vocabulary.
+
+    One pass because reading a 262k-token vocabulary costs about 0.2 s and the decoder needs several marks.
+    """
     pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    wanted = tuple(prefixes)
-    out = []
+    found: dict[str, list[int]] = {prefix: [] for prefix in prefixes}
+    wanted = tuple(found)
     for index, piece in enumerate(pieces):
         if not piece:
             continue
         text = piece.replace("\u2581", " ")  # SentencePiece's word-start mark
         if text.startswith(wanted):
-            out.append(index)
-    return out
+            for prefix in wanted:
+                if text.startswith(prefix):
+                    found[prefix].append(index)
+    return found
 
 
 def json_string_body(text: str) -> str:

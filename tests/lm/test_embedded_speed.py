@@ -119,3 +119,54 @@ def test_greedy_loops_are_recognised_only_when_long_enough():
     assert greedy_loop([1, 2, 3] + block * 3) == 0  # 18 tokens: too short to call it a loop
     assert greedy_loop(list(range(40))) == 0
     assert greedy_loop([4] * 23) == 0 and greedy_loop([4] * 24) == 1
+
+
+def test_lookup_draft_continues_the_latest_earlier_ngram():
+    from ppoga_dspy.lm.decoding import lookup_draft
+
+    context = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3]
+    assert lookup_draft(context, limit=3) == [7, 8, 1]  # latest earlier "1 2 3" is followed by 7 8 1
+    assert lookup_draft(context, limit=1) == [7]
+    assert lookup_draft(context, limit=0) == []
+    assert lookup_draft([1, 2, 3, 4], limit=4) == []  # no earlier occurrence of any tail n-gram
+    assert lookup_draft([5, 6, 0, 5, 6], limit=8) == [0, 5, 6]  # ends where the context ends
+    assert lookup_draft([4, 4, 4, 4], limit=2) == [4]  # a run proposes itself
+
+
+def _copying_chats() -> list[list[dict[str, str]]]:
+    names = "film.film.directed_by, people.person.place_of_birth, film.film.starring, film.film.music"
+    return [
+        [{"role": "user", "content": f"Candidates: {names}. Repeat the candidates exactly: {names}. Again:"}],
+        [{"role": "user", "content": "Count: one two three four five six seven, one two three four five six seven, "
+                                     "one two three"}],
+    ]
+
+
+@pytest.mark.slow
+def test_speculation_keeps_the_greedy_reply_in_fewer_forward_passes():
+    spec = EmbeddedEngine(dtype="float32", speculate=True)
+    plain = EmbeddedEngine(dtype="float32", speculate=False, prefix_cache=False)
+    model = spec.loaded().model
+    calls = {"n": 0}
+    forward = model.forward
+
+    def counted(*args, **kwargs):
+        calls["n"] += 1
+        return forward(*args, **kwargs)
+
+    model.forward = counted
+    try:
+        passes = {}
+        for label, engine in (("plain", plain), ("spec", spec)):
+            spec.loaded().prefix_cache.clear()
+            calls["n"] = 0
+            replies = [engine.generate(chat, max_tokens=40) for chat in _copying_chats()]
+            passes[label] = calls["n"]
+            if label == "plain":
+                expected = replies
+        assert replies == expected
+        assert passes["spec"] < passes["plain"]
+        # the prefix cache was left consistent: a repeat of the first chat gives the same reply
+        assert spec.generate(_copying_chats()[0], max_tokens=40) == expected[0]
+    finally:
+        del model.forward
