@@ -170,3 +170,14 @@ def test_speculation_keeps_the_greedy_reply_in_fewer_forward_passes():
         assert spec.generate(_copying_chats()[0], max_tokens=40) == expected[0]
     finally:
         del model.forward
+
+
+def test_a_shared_prompt_head_stays_cached_for_the_next_call():
+    """Another predictor's call shares only the first tokens: it gets a copy, the entry stays for its owner."""
+    cache = PrefixCache(max_entries=4, min_reuse=2, continuation_slack=2)
+    cache.put([1, 2, 3, 4, 5, 6, 7, 8], _FakeKV(8))
+    kv, reused = cache.take([1, 2, 9, 9])  # shares 2 of 8: a copy, cropped
+    assert reused == 2 and kv.length == 2
+    assert len(cache) == 1
+    kv, reused = cache.take([1, 2, 3, 4, 5, 6, 7, 8, 9])  # its own continuation: handed out whole
+    assert reused == 8 and kv.length == 8 and len(cache) == 0
