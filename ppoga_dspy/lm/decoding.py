@@ -53,9 +53,10 @@ class PartialHead:
 
     Why: the output layer of Gemma 3 270M is 262k x 640, the largest matrix in the model (about 40 % of
     a one-token forward pass), and a constrained step reads a handful of its rows. The body runs as
-    in a full forward pass; then only the wanted rows of the output layer are multiplied, with the
-    model's final soft-capping, so each score is the full pass's logit (up to float rounding of a
-    shorter product). A model whose layout is not the usual `model` + `lm_head` gets the full pass.
+    in a full forward pass; then only the wanted rows of the output layer are multiplied, in float32,
+    with the model's final soft-capping, so each score is the full pass's logit computed without the
+    bf16 rounding that makes close candidates tie. A model whose layout is not the usual `model` +
+    `lm_head` gets the full pass.
     """
 
     def __init__(self, model: Any) -> None:
@@ -72,7 +73,9 @@ class PartialHead:
         if not self.split:
             return self.model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1][wanted]
         hidden = self.body(input_ids=input_ids, cache=cache, use_cache=True).last_hidden_state[0, -1]
-        logits = torch.nn.functional.linear(hidden, self.weight.index_select(0, wanted))
+        # In float32 whatever the model's dtype: bf16 logits keep 8 bits of mantissa (steps of 1/16 at 8-16),
+        # so near candidates tie and the first listed wins (the answer's `"]` over `", "`); a few rows cost nothing.
+        logits = torch.nn.functional.linear(hidden.float(), self.weight.index_select(0, wanted).float())
         if self.cap:
             logits = torch.tanh(logits / self.cap) * self.cap
         return logits
