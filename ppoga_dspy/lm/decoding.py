@@ -15,6 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+#: Bumped whenever the fast path's greedy replies change (a kernel, the dtype of a score, a shortcut's
+#: rounding): part of the engine's identity, so DSPy's response cache never serves an older decoder's reply.
+#: 2: eager bf16 attention, prompt-lookup drafts, constrained steps scored in float32.
+DECODER_VERSION = 2
+
 #: Longest and shortest n-gram matched against the context, and the most tokens proposed at once.
 LOOKUP_MAX_NGRAM = 4
 LOOKUP_MIN_NGRAM = 2

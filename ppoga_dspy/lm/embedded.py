@@ -812,6 +812,7 @@ class EmbeddedEngine:
             "dtype": self.dtype,
             "constrain": self.constrain,
             "constraint_rules": _constraints.RULES_VERSION if self.constrain else None,  # identity only
+            "decoder": None if self.legacy else _decoding.DECODER_VERSION,  # identity only
             # The adapter's path and the hash of its files: a cache key, so replies of the base model are
             # never served for the adapted one (nor for a retrained adapter at the same path).
             "adapter": self.adapter,

@@ -118,6 +118,10 @@ def test_constrain_switch_is_part_of_the_engine_identity(monkeypatch):
     assert engine_identity(on) != engine_identity(off)  # the response cache never mixes the two
     assert EmbeddedEngine.load_state(off.dump_state()).constrain is False
     assert on.dump_state()["constraint_rules"] == RULES_VERSION  # a new decoder never reuses an old one's replies
+    from ppoga_dspy.lm.decoding import DECODER_VERSION
+
+    assert on.dump_state()["decoder"] == DECODER_VERSION  # nor does a fast path whose greedy replies changed
+    assert EmbeddedEngine(legacy=True).dump_state()["decoder"] is None
     monkeypatch.setenv(CONSTRAIN_ENV, "0")
     assert EmbeddedEngine().constrain is False
     monkeypatch.setenv(CONSTRAIN_ENV, "maybe")
