@@ -48,3 +48,21 @@ def test_data_folder_precedence(tmp_path, monkeypatch):
         module.data_dir(tmp_path / "none")  # --data wins over the variable
     with pytest.raises(SystemExit, match="wc2014"):
         module.data_dir(tmp_path, needs="wc2014/WC2014.txt")  # a folder without the files the script reads
+
+
+def test_lm_bench_questions_report_compares_two_engine_runs(tmp_path):
+    """The report of `lm_bench.py questions` over two real run files (the perfect planner stands in for both engines)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
+               PYTHONPATH=str(REPO))
+    for engine in ("old", "new"):
+        done = subprocess.run([sys.executable, "-m", "ppoga_dspy", "eval", "--dataset", "demo", "--lm", "oracle/gold-path",
+                               "--limit", "3", "--no-progress", "--out", str(tmp_path / f"WC-P2.{engine}.jsonl")],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    report = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_bench.py"), "questions", "--report",
+                             "--out-dir", str(tmp_path), "--n", "3"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    rows = [line for line in report.stdout.splitlines() if line.startswith("| old") or line.startswith("| new")]
+    assert len(rows) == 2 and rows[0].split("|")[2].strip() == "3" and rows[0].split("|")[-2].strip() == "1.00"
+    assert "same answer from both engines on 3 of 3 questions" in report.stdout
