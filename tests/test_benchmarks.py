@@ -51,12 +51,13 @@ def test_data_folder_precedence(tmp_path, monkeypatch):
 
 
 def test_lm_bench_questions_report_compares_two_engine_runs(tmp_path):
-    """The report of `lm_bench.py questions` over two real run files (the perfect planner stands in for both engines)."""
+    """`lm_bench.py questions --report` over two real run files (the perfect planner stands in for both engines)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
                PYTHONPATH=str(REPO))
     for engine in ("old", "new"):
-        done = subprocess.run([sys.executable, "-m", "ppoga_dspy", "eval", "--dataset", "demo", "--lm", "oracle/gold-path",
-                               "--limit", "3", "--no-progress", "--out", str(tmp_path / f"WC-P2.{engine}.jsonl")],
+        done = subprocess.run([sys.executable, "-m", "ppoga_dspy", "eval", "--dataset", "demo", "--lm",
+                               "oracle/gold-path", "--limit", "3", "--no-progress",
+                               "--out", str(tmp_path / f"WC-P2.{engine}.jsonl")],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     report = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_bench.py"), "questions", "--report",

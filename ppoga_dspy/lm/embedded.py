@@ -324,10 +324,11 @@ class PrefixCache:
 
         At least one token of `ids` is always left uncached: its forward pass gives the next-token logits.
         An entry used whole, or all but its last `continuation_slack` tokens (the next field of a reply),
-        is handed out and leaves the store: the caller extends it and puts it back. An entry that shares only a prefix (another call of the same
-        predictor: its system prompt and instructions) stays for the calls that share more, and the
-        caller gets a cropped copy; taking it out let the next predictor's call, which shares only the
-        first few tokens, steal every other predictor's cached system prompt.
+        is handed out and leaves the store: the caller extends it and puts it back. An entry that shares
+        only a prefix (another call of the same predictor: its system prompt and instructions) stays for
+        the calls that share more, and the caller gets a cropped copy; taking it out let the next
+        predictor's call, which shares only the first few tokens, steal every other predictor's cached
+        system prompt.
         """
         best_key, best_len = None, 0
         for key, entry in self._entries.items():
