@@ -398,7 +398,8 @@ def ask_table(cold: bool, engines: str = "both") -> None:
 
 
 QUESTIONS_DATASET = "wc2014:{data}/wc2014/WC-P2.txt"
-ENGINE_LABELS = {"old": "old (legacy fp32)", "new": "new"}
+#: Engine runs of `questions`: the run file's key -> its label. `new-float32` is the fast path computing in fp32.
+ENGINE_LABELS = {"old": "old (legacy fp32)", "new": "new", "new-float32": "new, fp32 (PPOGA_EMBEDDED_DTYPE=float32)"}
 
 
 def questions_run_file(out_dir: Path, engine: str) -> Path:
@@ -413,6 +414,8 @@ def run_questions(engine: str, data: Path, n: int, out_dir: Path, pin: int | Non
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PPOGA_EMBEDDED_LEGACY="1" if engine == "old" else "0", PYTHONPATH=str(REPO))
+    if engine == "new-float32":
+        env["PPOGA_EMBEDDED_DTYPE"] = "float32"
     if pin is not None:
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PPOGA_EMBEDDED_THREADS="1")
     argv = [sys.executable, "-m", "ppoga_dspy.cli", "eval", "--dataset", QUESTIONS_DATASET.format(data=data),
@@ -444,17 +447,20 @@ def questions_table(out_dir: Path, n: int) -> None:
         print(f"| {ENGINE_LABELS[engine]} | {summary['n']} | {summary['hits@1']:.3f} | {summary['hits@1_strict']:.3f} "
               f"| {summary['f1']:.3f} | {summary['lm_calls_mean']:.1f} | {summary['seconds_mean']:.1f} "
               f"| {summary['seconds_median']:.1f} | {ratio} |")
-    if len(rows) == 2:
+    if "old" in rows:
         answers = {e: {r["id"]: r.get("results") for r in rs} for e, rs in rows.items()}
-        shared = sorted(set(answers["old"]) & set(answers["new"]))
-        same = sum(answers["old"][q] == answers["new"][q] for q in shared)
-        print(f"\nsame answer from both engines on {same} of {len(shared)} questions")
+        print()
+        for engine in (e for e in rows if e != "old"):
+            shared = sorted(set(answers["old"]) & set(answers[engine]))
+            same = sum(answers["old"][q] == answers[engine][q] for q in shared)
+            label = "both engines" if len(rows) == 2 else f"old and {ENGINE_LABELS[engine]}"
+            print(f"same answer from {label} on {same} of {len(shared)} questions")
 
 
 def questions(args: argparse.Namespace) -> int:
     if not args.report:
         data = data_folder(args.data)
-        chosen = ["old", "new"] if args.engines == "both" else [args.engines]
+        chosen = ["old", "new"] if args.engines == "both" else [args.engines]  # new-float32: asked by name only
         for engine in chosen:
             status = run_questions(engine, data, args.n, args.out_dir, args.pin)
             if status:
@@ -506,7 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     qs = sub.add_parser("questions", help="the program on N WC-P2 test questions, old engine vs new")
     qs.add_argument("--data", type=Path, default=None, help="data folder (default $PPOGA_DATA, ../shared/data)")
     qs.add_argument("--n", type=int, default=50, help="questions (default 50)")
-    qs.add_argument("--engines", choices=["new", "old", "both"], default="both")
+    qs.add_argument("--engines", choices=["new", "old", "both", "new-float32"], default="both",
+                    help="new-float32: the fast path in fp32 (PPOGA_EMBEDDED_DTYPE=float32)")
     qs.add_argument("--out-dir", type=Path, default=REPO / "runs" / "lm-bench-questions",
                     help="run files, one per engine (resumed when present)")
     qs.add_argument("--pin", type=int, default=None, metavar="CPU", help="run on this one CPU, one thread")
