@@ -372,12 +372,6 @@ class TokenTrie:
         return node
 
 
-def tokens_starting_with(tokenizer: Any, prefixes: Sequence[str]) -> list[int]:
-    """Ids of the vocabulary tokens whose text starts with one of `prefixes` (what may follow a finished option)."""
-    found = tokens_by_prefix(tokenizer, prefixes)
-    return sorted({index for ids in found.values() for index in ids})
-
-
 def tokens_by_prefix(tokenizer: Any, prefixes: Sequence[str]) -> dict[str, list[int]]:
     """For each prefix, the ids of the vocabulary tokens whose text starts with it, in one pass over the vocabulary.
 

@@ -346,8 +346,7 @@ class PrefixCache:
         else:
             kv = copy.deepcopy(entry.kv)
             self._entries.move_to_end(best_key)  # still in use: the last to be evicted
-        if surplus > 0:
-            kv.crop(-surplus)  # DynamicCache.crop takes the (negative) number of positions to drop
+        drop_last(kv, surplus)
         self.hits += 1
         self.reused_tokens += best_len
         return kv, best_len
@@ -360,6 +359,12 @@ class PrefixCache:
             len(self._entries) > self.max_entries or sum(len(e.ids) for e in self._entries.values()) > self.max_tokens
         ):
             self._entries.popitem(last=False)
+
+
+def drop_last(kv: Any, positions: int) -> None:
+    """Drop the last `positions` positions of the KV cache `kv` (nothing for 0 or fewer)."""
+    if positions > 0:
+        kv.crop(-positions)  # this DynamicCache.crop takes the (negative) number of positions to drop
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -920,9 +925,7 @@ class EmbeddedEngine:
                     if done or len(generated) >= budget or position == len(draft) or token != draft[position]:
                         break
                 # `kv` holds what was fed; keep the prompt and every generated token but the last (fed next).
-                surplus = kv.get_seq_length() - (len(ids) + len(generated) - 1)
-                if surplus > 0:
-                    kv.crop(-surplus)  # this DynamicCache.crop takes the (negative) number of positions to drop
+                drop_last(kv, kv.get_seq_length() - (len(ids) + len(generated) - 1))  # fed, past what was kept
                 pending = [generated[-1]]
         if store is not None:
             store.put(ids + generated[:-1] if generated else ids[:reused], kv)

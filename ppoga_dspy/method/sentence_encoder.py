@@ -92,7 +92,7 @@ class MeanPooledEncoder:
         if not texts:
             return np.zeros((0, self.model.config.hidden_size), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        rows: list[Any] = [None] * len(texts)
+        out = np.empty((len(texts), self.model.config.hidden_size), dtype=np.float32)
         with self._lock, torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 batch = order[start : start + batch_size]
@@ -103,6 +103,5 @@ class MeanPooledEncoder:
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 if self.normalize or normalize_embeddings:
                     pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-                for index, vector in zip(batch, pooled, strict=True):
-                    rows[index] = vector.float().numpy()
-        return np.stack(rows).astype(np.float32)
+                out[batch] = pooled.float().numpy()
+        return out
