@@ -73,7 +73,9 @@ from typing import Any, Literal
 from ppoga_dspy.lm import constraints as _constraints
 from ppoga_dspy.lm import decoding as _decoding
 from ppoga_dspy.lm.errors import LMConfigError
+from ppoga_dspy.lm.fast_tokenizer import RustTokenizer
 from ppoga_dspy.lm.lora import adapter_digest, apply_adapter
+from ppoga_dspy.model_loading import MODEL_LOAD_LOCK
 
 logger = logging.getLogger(__name__)
 
@@ -557,43 +559,46 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
     else:
         steps = [*_transformers_load_steps(caching=converted is not None), *merging]
     progress = _LoadProgress(info.name, steps)
-    progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
-    target = getattr(torch, dtype)
-    try:
-        if fast:
-            logger.info("converting embedded model %s from %s into %s (%s)", info.name, gguf, converted, dtype)
-            if scratch is not None:
-                converted.parent.mkdir(parents=True, exist_ok=True)
-            fast = _convert_fast(gguf, converted, dtype, progress)
-            if not fast:
-                progress.close()
-                progress = _LoadProgress(info.name, [*_transformers_load_steps(caching=scratch is None), *merging])
-        if cached or fast:
-            logger.info("loading embedded model %s from %s", info.name, converted)
-            tokenizer = AutoTokenizer.from_pretrained(converted)
-            # The cache is in the dtype that runs, so nothing is cast (an older float32 entry casts while loading).
-            model = AutoModelForCausalLM.from_pretrained(converted, dtype=target)
-            progress.advance()
-        else:
-            logger.info("loading embedded model %s from %s (first time: de-quantizing)", info.name, gguf)
-            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=target)
-            progress.advance()
-            if converted is not None and scratch is None:
-                _save_converted(model, tokenizer, converted)
+    # The tokenizer is read outside the lock: it builds no model, and the read releases the GIL (threaded evals).
+    early_tokenizer = RustTokenizer.load(converted) if cached else None
+    with MODEL_LOAD_LOCK:  # one model construction at a time in the process (see model_loading.py)
+        progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
+        transformers.utils.logging.disable_progress_bar()
+        target = getattr(torch, dtype)
+        try:
+            if fast:
+                logger.info("converting embedded model %s from %s into %s (%s)", info.name, gguf, converted, dtype)
+                if scratch is not None:
+                    converted.parent.mkdir(parents=True, exist_ok=True)
+                fast = _convert_fast(gguf, converted, dtype, progress)
+                if not fast:
+                    progress.close()
+                    progress = _LoadProgress(info.name, [*_transformers_load_steps(caching=scratch is None), *merging])
+            if cached or fast:
+                logger.info("loading embedded model %s from %s", info.name, converted)
+                tokenizer = early_tokenizer if early_tokenizer is not None else RustTokenizer.load(converted)
+                # The cache is in the dtype that runs, so nothing is cast (an older float32 entry casts while loading).
+                model = AutoModelForCausalLM.from_pretrained(converted, dtype=target)
                 progress.advance()
-        if model.dtype != target:
-            model = model.to(target)
-        if adapter is not None:
-            model = apply_adapter(model, adapter)
-            progress.advance()
-    finally:
-        progress.close()
-        if progress_was_enabled:
-            transformers.utils.logging.enable_progress_bar()
-        if scratch is not None:  # the weights are in memory (or mapped: unlinking a mapped file is fine)
-            shutil.rmtree(scratch, ignore_errors=True)
+            else:
+                logger.info("loading embedded model %s from %s (first time: de-quantizing)", info.name, gguf)
+                tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+                model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=target)
+                progress.advance()
+                if converted is not None and scratch is None:
+                    _save_converted(model, tokenizer, converted)
+                    progress.advance()
+            if model.dtype != target:
+                model = model.to(target)
+            if adapter is not None:
+                model = apply_adapter(model, adapter)
+                progress.advance()
+        finally:
+            progress.close()
+            if progress_was_enabled:
+                transformers.utils.logging.enable_progress_bar()
+            if scratch is not None:  # the weights are in memory (or mapped: unlinking a mapped file is fine)
+                shutil.rmtree(scratch, ignore_errors=True)
     model.eval()
     if dtype == "bfloat16":
         # Measured on 2 CPU cores: torch's CPU flash kernel (sdpa) runs an 850-token Gemma 3 prefill in

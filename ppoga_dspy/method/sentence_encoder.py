@@ -43,14 +43,17 @@ class MeanPooledEncoder:
         import transformers
         from transformers import AutoModel, AutoTokenizer
 
-        bar_was_on = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()  # a 103-tensor "Loading weights" bar is noise in `ask`
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
-            self.model = AutoModel.from_pretrained(str(self.folder)).eval()
-        finally:
-            if bar_was_on:
-                transformers.utils.logging.enable_progress_bar()
+        from ppoga_dspy.model_loading import MODEL_LOAD_LOCK
+
+        with MODEL_LOAD_LOCK:  # the embedded model may be loading in another thread (threaded eval)
+            bar_was_on = transformers.utils.logging.is_progress_bar_enabled()
+            transformers.utils.logging.disable_progress_bar()  # a 103-tensor "Loading weights" bar is noise
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
+                self.model = AutoModel.from_pretrained(str(self.folder)).eval()
+            finally:
+                if bar_was_on:
+                    transformers.utils.logging.enable_progress_bar()
         self._lock = threading.Lock()
 
     @staticmethod
