@@ -9,6 +9,10 @@ it stopped and `--report` prints the table of whatever has finished. Columns: Hi
 lenient, and strict), F1, LM calls and seconds per question, and the Executor's choices over the
 whole run: calls, names that were no candidate, fallbacks to the best-ranked candidate.
 
+The finetune row trains a LoRA adapter of the embedded model on the teacher's stage traces of the same
+train split (`--finetune-steps`, bf16 where the CPU has it; once per dataset, kept beside the run file as
+`NAME.finetune.artifact.json` + `.adapter/`) and answers zero-shot with the adapter merged, decoding freely.
+
     python benchmarks/compile_bench.py [--n 50] [--train 200] [--k 3] [--data ../shared/data]
     python benchmarks/compile_bench.py --report          # the table from the run files so far
 """
@@ -44,8 +48,29 @@ def data_folder(given: Path | None) -> Path:
 def unavailable(row: str) -> str | None:
     """Why a row cannot run on this checkout, or None."""
     if row == "finetune":
-        return "not run in this bench: LoRA training on 2 CPU cores takes longer than the bench's budget"
+        try:
+            import peft  # noqa: F401
+        except ImportError:
+            return "peft is not installed (pip install ppoga-dspy[finetune])"
     return None
+
+
+def finetuned_artifact(name: str, spec: str, opened, train: list, out: Path, steps: int) -> Path:
+    """The finetune row's artifact: LoRA on the teacher's traces of `train`, trained once (a rerun reuses it)."""
+    from ppoga_dspy.experiments.scripted import oracle_lm
+    from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, native_bf16_supported
+    from ppoga_dspy.optimizers.finetune import finetune_artifact
+
+    artifact = out.with_name(f"{name}.finetune.artifact.json")
+    if artifact.exists():
+        return artifact
+    _, result = finetune_artifact(opened.program, train, teacher_lm=oracle_lm(train), out=artifact,
+                                  lm=opened.lm_description, provenance={"dataset": spec, "split": "train"},
+                                  model_name=DEFAULT_EMBEDDED_MODEL, steps=steps, bf16=native_bf16_supported())
+    print(f"compile_bench: {name} finetune: LoRA on {result.pairs} stage pairs, {result.steps} steps in "
+          f"{result.seconds:.0f} s, loss {result.first_loss:.3f} -> {result.last_loss:.3f}",
+          file=sys.stderr, flush=True)
+    return artifact
 
 
 def build(row: str, opened, train: list, k: int):
@@ -53,7 +78,7 @@ def build(row: str, opened, train: list, k: int):
     from ppoga_dspy.experiments.scripted import oracle_lm
     from ppoga_dspy.optimizers.compile import compile_program
 
-    if row in ("none", "zero-shot"):
+    if row in ("none", "zero-shot", "finetune"):  # finetune: its artifact (adapter merged) is already applied
         return opened.program
     if row == "zero-shot+constraints":
         return opened.program
@@ -63,7 +88,8 @@ def build(row: str, opened, train: list, k: int):
     return result.program
 
 
-def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out: Path, threads: int) -> None:
+def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out: Path, threads: int,
+            finetune_steps: int = 200) -> None:
     from ppoga_dspy.app import open_program
     from ppoga_dspy.app.session import ProgramSettings
     from ppoga_dspy.experiments.datasets import load_dataset
@@ -76,6 +102,10 @@ def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out
     # program="none": zero-shot means no artifact, not the one shipped for the embedded model.
     settings = ProgramSettings(dataset=spec, lm=lm, program="none")
     started = time.perf_counter()
+    if row == "finetune":  # the adapter is merged when the artifact is opened, as `--program` does
+        with open_program(settings, examples=train) as opened:
+            artifact = finetuned_artifact(name, spec, opened, train, out, finetune_steps)
+        settings = ProgramSettings(dataset=spec, lm=lm, program=str(artifact))
     with open_program(settings, examples=train + test) as opened:
         program = build(row, opened, train, k)
         result = run_evaluation(program, test, out=out, threads=threads, progress=False)
@@ -115,6 +145,7 @@ def main() -> int:
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--finetune-steps", type=int, default=200, help="LoRA training steps of the finetune row")
     parser.add_argument("--out-dir", type=Path, default=Path("runs/compile-bench"))
     parser.add_argument("--report", action="store_true", help="only print the table of the run files so far")
     args = parser.parse_args()
@@ -128,7 +159,8 @@ def main() -> int:
             for name in args.datasets:
                 fmt, rel = DATASETS[name]
                 run_row(row, name, f"{fmt}:{data / rel}", n=args.n, train_n=args.train, k=args.k,
-                        out=args.out_dir / f"{name}.{row}.jsonl", threads=args.threads)
+                        out=args.out_dir / f"{name}.{row}.jsonl", threads=args.threads,
+                        finetune_steps=args.finetune_steps)
     print(f"embedded model {STUDENT}, test split, compiled on train (teacher oracle/gold-path, k={args.k})")
     print(table(args.out_dir, args.rows, reasons))
     return 0

@@ -100,21 +100,16 @@ def _compile(args: argparse.Namespace) -> int:
 def _finetune(args: argparse.Namespace, program, trainset: list, teacher, lm_description: str) -> int:
     """LoRA on the teacher's traces; the adapter folder goes beside the artifact and is named in it."""
     from ppoga_dspy.errors import ConfigError
-    from ppoga_dspy.optimizers.artifact import Artifact
-    from ppoga_dspy.optimizers.finetune import finetune
+    from ppoga_dspy.optimizers.finetune import finetune_artifact
 
     if not lm_description.startswith("local/"):
         raise ConfigError(f"--optimizer finetune trains a local model's weights; {lm_description} is not one "
                           "(use --lm local/embedded, or knn for a hosted model)")
-    result = finetune(program, trainset, teacher_lm=teacher, artifact=args.out, threads=args.threads,
-                      model_name=lm_description.removeprefix("local/"), steps=args.steps, bf16=args.bf16,
-                      seed=args.seed)
-    scores = {"finetune": {"pairs": result.pairs, "steps": result.steps, "seconds": round(result.seconds, 1),
-                           "first_loss": round(result.first_loss, 4), "last_loss": round(result.last_loss, 4)}}
-    artifact = Artifact.from_program(program, lm=lm_description, dataset=args.dataset, split=args.split,
-                                     optimizer="finetune", scores=scores)
-    artifact.adapter = result.adapter.name  # relative to the artifact's folder: the pair moves together
-    artifact.save(args.out)
+    artifact, result = finetune_artifact(
+        program, trainset, teacher_lm=teacher, out=args.out, lm=lm_description, threads=args.threads,
+        provenance={"dataset": args.dataset, "split": args.split},
+        model_name=lm_description.removeprefix("local/"), steps=args.steps, bf16=args.bf16, seed=args.seed)
+    scores = artifact.scores
     if args.json:
         common.print_json({"artifact": str(args.out), "adapter": str(result.adapter), **scores})
     else:

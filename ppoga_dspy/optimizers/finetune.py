@@ -143,3 +143,21 @@ def finetune(program: Any, trainset: list, *, teacher_lm: Any, artifact: Path, t
     traces = collect_traces(program, trainset, teacher_lm=teacher_lm, threads=threads)
     pairs = training_pairs(traces, program)
     return train_lora(pairs, adapter_folder_for(Path(artifact)), **training)
+
+
+def finetune_artifact(program: Any, trainset: list, *, teacher_lm: Any, out: Path, lm: str, threads: int = 1,
+                      provenance: dict[str, Any] | None = None, **training: Any) -> tuple[Any, FinetuneResult]:
+    """Fine-tune (`finetune`) and save the artifact at `out` naming its adapter (`out` -> `out.adapter/`).
+
+    The adapter is recorded relative to the artifact, so the pair can move together; `lm` is the
+    student's description (`local/...`), `provenance` the artifact's dataset/split fields.
+    """
+    from ppoga_dspy.optimizers.artifact import Artifact
+
+    result = finetune(program, trainset, teacher_lm=teacher_lm, artifact=out, threads=threads, **training)
+    scores = {"finetune": {"pairs": result.pairs, "steps": result.steps, "seconds": round(result.seconds, 1),
+                           "first_loss": round(result.first_loss, 4), "last_loss": round(result.last_loss, 4)}}
+    artifact = Artifact.from_program(program, lm=lm, optimizer="finetune", scores=scores, **(provenance or {}))
+    artifact.adapter = result.adapter.name
+    artifact.save(out)
+    return artifact, result

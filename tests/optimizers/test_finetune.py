@@ -12,7 +12,7 @@ from ppoga_dspy.experiments.datasets import load_dataset
 from ppoga_dspy.experiments.scripted import oracle_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.optimizers.artifact import Artifact, load_artifact
-from ppoga_dspy.optimizers.finetune import adapter_folder_for, train_lora, training_pairs
+from ppoga_dspy.optimizers.finetune import adapter_folder_for, finetune_artifact, train_lora, training_pairs
 from ppoga_dspy.optimizers.traces import collect_traces
 
 
@@ -52,6 +52,24 @@ def test_one_lora_step_on_five_pairs_writes_an_adapter_that_applies(pairs, tmp_p
     artifact = Artifact(program_state={}, thresholds={}, optimizer="finetune", adapter=result.adapter.name)
     artifact.save(artifact_path)
     assert load_artifact(artifact_path).adapter_path() == result.adapter.resolve()
+
+
+@pytest.mark.slow
+def test_finetune_artifact_saves_the_artifact_naming_its_adapter_and_the_training(demo_kg, tmp_path):
+    """What `ppoga compile --optimizer finetune` and compile_bench's finetune row write: one call, both files."""
+    train = load_dataset("demo", split="train")[:2]
+    out = tmp_path / "arts" / "ft.json"
+    out.parent.mkdir()
+    artifact, result = finetune_artifact(PPoGA(demo_kg), train, teacher_lm=oracle_lm(train), out=out,
+                                         lm="local/gemma3-270m", provenance={"dataset": "demo", "split": "train"},
+                                         steps=1, max_length=512)
+    loaded = load_artifact(out)
+    assert loaded.optimizer == "finetune" and loaded.lm == "local/gemma3-270m" and loaded.split == "train"
+    assert loaded.adapter_path() == adapter_folder_for(out).resolve() == result.adapter.resolve()
+    assert (result.adapter / "adapter_config.json").is_file()
+    recorded = loaded.scores["finetune"]
+    assert recorded["steps"] == 1 and recorded["pairs"] == result.pairs > 0 and recorded["first_loss"] > 0
+    assert artifact.scores == loaded.scores
 
 
 def test_a_missing_adapter_folder_is_an_artifact_error(demo_kg, tmp_path):
