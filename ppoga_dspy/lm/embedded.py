@@ -75,7 +75,7 @@ from ppoga_dspy.lm import decoding as _decoding
 from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.fast_tokenizer import RustTokenizer
 from ppoga_dspy.lm.lora import adapter_digest, apply_adapter
-from ppoga_dspy.model_loading import MODEL_LOAD_LOCK
+from ppoga_dspy.lm.model_loading import MODEL_LOAD_LOCK
 
 logger = logging.getLogger(__name__)
 
@@ -561,7 +561,7 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
     progress = _LoadProgress(info.name, steps)
     # The tokenizer is read outside the lock: it builds no model, and the read releases the GIL (threaded evals).
     early_tokenizer = RustTokenizer.load(converted) if cached else None
-    with MODEL_LOAD_LOCK:  # one model construction at a time in the process (see model_loading.py)
+    with MODEL_LOAD_LOCK:  # one model construction at a time in the process (see lm/model_loading.py)
         progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
         transformers.utils.logging.disable_progress_bar()
         target = getattr(torch, dtype)

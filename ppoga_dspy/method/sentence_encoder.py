@@ -43,7 +43,7 @@ class MeanPooledEncoder:
         import transformers
         from transformers import AutoModel, AutoTokenizer
 
-        from ppoga_dspy.model_loading import MODEL_LOAD_LOCK
+        from ppoga_dspy.lm.model_loading import MODEL_LOAD_LOCK
 
         with MODEL_LOAD_LOCK:  # the embedded model may be loading in another thread (threaded eval)
             bar_was_on = transformers.utils.logging.is_progress_bar_enabled()

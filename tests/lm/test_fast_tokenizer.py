@@ -15,7 +15,7 @@ import dspy
 import pytest
 
 from ppoga_dspy.lm.fast_tokenizer import RustTokenizer, reproducible
-from ppoga_dspy.model_loading import MODEL_LOAD_LOCK
+from ppoga_dspy.lm.model_loading import MODEL_LOAD_LOCK
 
 TEXTS = [
     "Who is the spouse of Christopher Nolan?",
