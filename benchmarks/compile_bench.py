@@ -45,16 +45,6 @@ def data_folder(given: Path | None) -> Path:
     return folder
 
 
-def unavailable(row: str) -> str | None:
-    """Why a row cannot run on this checkout, or None."""
-    if row == "finetune":
-        try:
-            import peft  # noqa: F401
-        except ImportError:
-            return "peft is not installed (pip install ppoga-dspy[finetune])"
-    return None
-
-
 def finetuned_artifact(name: str, spec: str, opened, train: list, out: Path, steps: int) -> Path:
     """The finetune row's artifact: LoRA on the teacher's traces of `train`, trained once (a rerun reuses it)."""
     from ppoga_dspy.experiments.scripted import oracle_lm
@@ -78,9 +68,7 @@ def build(row: str, opened, train: list, k: int):
     from ppoga_dspy.experiments.scripted import oracle_lm
     from ppoga_dspy.optimizers.compile import compile_program
 
-    if row in ("none", "zero-shot", "finetune"):  # finetune: its artifact (adapter merged) is already applied
-        return opened.program
-    if row == "zero-shot+constraints":
+    if row in ("none", "zero-shot", "zero-shot+constraints", "finetune"):  # finetune: its artifact is applied
         return opened.program
     optimizer = {"bootstrap": "bootstrap", "knn": "knn", "knn+constraints": "knn"}[row]
     result = compile_program(opened.program, trainset=train, devset=[], optimizer=optimizer,
@@ -113,16 +101,13 @@ def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out
           f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
 
-def table(out_dir: Path, rows: list[str], reasons: dict[str, str]) -> str:
+def table(out_dir: Path, rows: list[str]) -> str:
     from ppoga_dspy.experiments.evaluate import read_run, summarize
 
     lines = ["| row | dataset | n | Hits@1 | Hits@1 strict | F1 | LM calls/q | s/q | choice calls | "
              "non-candidate choices | choice fallbacks |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        if row in reasons:
-            lines.append(f"| {row} | - | - | n/a: {reasons[row]} | | | | | | | |")
-            continue
         for name in DATASETS:
             path = out_dir / f"{name}.{row}.jsonl"
             records = read_run(path) if path.exists() else []
@@ -150,19 +135,16 @@ def main() -> int:
     parser.add_argument("--report", action="store_true", help="only print the table of the run files so far")
     args = parser.parse_args()
     data = data_folder(args.data)
-    reasons = {row: why for row in args.rows if (why := unavailable(row))}
     if not args.report:
         args.out_dir.mkdir(parents=True, exist_ok=True)
         for row in args.rows:  # row by row, so the cheap rows finish first and a cut-short bench still says much
-            if row in reasons:
-                continue
             for name in args.datasets:
                 fmt, rel = DATASETS[name]
                 run_row(row, name, f"{fmt}:{data / rel}", n=args.n, train_n=args.train, k=args.k,
                         out=args.out_dir / f"{name}.{row}.jsonl", threads=args.threads,
                         finetune_steps=args.finetune_steps)
     print(f"embedded model {STUDENT}, test split, compiled on train (teacher oracle/gold-path, k={args.k})")
-    print(table(args.out_dir, args.rows, reasons))
+    print(table(args.out_dir, args.rows))
     return 0
 
 

@@ -75,7 +75,7 @@ from ppoga_dspy.lm import decoding as _decoding
 from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.fast_tokenizer import RustTokenizer
 from ppoga_dspy.lm.lora import adapter_digest, apply_adapter
-from ppoga_dspy.lm.model_loading import MODEL_LOAD_LOCK
+from ppoga_dspy.lm.model_loading import building_model
 
 logger = logging.getLogger(__name__)
 
@@ -534,7 +534,6 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
-    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.perf_counter()
@@ -559,12 +558,8 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
     else:
         steps = [*_transformers_load_steps(caching=converted is not None), *merging]
     progress = _LoadProgress(info.name, steps)
-    # The tokenizer is read outside the lock: it builds no model, and the read releases the GIL (threaded evals).
-    early_tokenizer = RustTokenizer.load(converted) if cached else None
-    with MODEL_LOAD_LOCK:  # one model construction at a time in the process (see lm/model_loading.py)
-        progress_was_enabled = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()
-        target = getattr(torch, dtype)
+    target = getattr(torch, dtype)
+    with building_model():  # one model construction at a time in the process (see lm/model_loading.py)
         try:
             if fast:
                 logger.info("converting embedded model %s from %s into %s (%s)", info.name, gguf, converted, dtype)
@@ -576,7 +571,7 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
                     progress = _LoadProgress(info.name, [*_transformers_load_steps(caching=scratch is None), *merging])
             if cached or fast:
                 logger.info("loading embedded model %s from %s", info.name, converted)
-                tokenizer = early_tokenizer if early_tokenizer is not None else RustTokenizer.load(converted)
+                tokenizer = RustTokenizer.load(converted)
                 # The cache is in the dtype that runs, so nothing is cast (an older float32 entry casts while loading).
                 model = AutoModelForCausalLM.from_pretrained(converted, dtype=target)
                 progress.advance()
@@ -595,8 +590,6 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
                 progress.advance()
         finally:
             progress.close()
-            if progress_was_enabled:
-                transformers.utils.logging.enable_progress_bar()
             if scratch is not None:  # the weights are in memory (or mapped: unlinking a mapped file is fine)
                 shutil.rmtree(scratch, ignore_errors=True)
     model.eval()

@@ -40,20 +40,14 @@ class MeanPooledEncoder:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self.max_seq_length, self.normalize = self._read_config(self.folder)
-        import transformers
         from transformers import AutoModel, AutoTokenizer
 
-        from ppoga_dspy.lm.model_loading import MODEL_LOAD_LOCK
+        from ppoga_dspy.lm.model_loading import building_model
 
-        with MODEL_LOAD_LOCK:  # the embedded model may be loading in another thread (threaded eval)
-            bar_was_on = transformers.utils.logging.is_progress_bar_enabled()
-            transformers.utils.logging.disable_progress_bar()  # a 103-tensor "Loading weights" bar is noise
-            try:
-                self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
-                self.model = AutoModel.from_pretrained(str(self.folder)).eval()
-            finally:
-                if bar_was_on:
-                    transformers.utils.logging.enable_progress_bar()
+        # The embedded model may be loading in another thread (threaded eval); its bars stay silent here too.
+        with building_model():
+            self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
+            self.model = AutoModel.from_pretrained(str(self.folder)).eval()
         self._lock = threading.Lock()
 
     @staticmethod
