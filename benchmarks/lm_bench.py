@@ -355,11 +355,13 @@ def ask_in_child(args: argparse.Namespace) -> int:
     return 0
 
 
-def ask_table(cold: bool, engines: str = "both") -> None:
+def ask_table(cold: bool, engines: str = "both", warm_runs: int = 5) -> None:
     """Warm (and cold) `ppoga ask`, new vs old engine, each in its own grandchild process.
 
     With `cold`, each engine gets a fresh temporary model cache: its first ask converts the GGUF (cold),
-    the next ones load what that ask cached (warm). Without, the asks use the real model cache.
+    the next `warm_runs` load what that ask cached (warm: the converted weights, the decoder marks and
+    the prompt heads, i.e. each predictor's system message, none of the question). Without, the asks use
+    the real model cache. One ask on this machine varies by a second or two, so the median is printed.
     """
 
     def once(legacy: bool, cache: str | None) -> dict[str, Any]:
@@ -385,12 +387,16 @@ def ask_table(cold: bool, engines: str = "both") -> None:
     print(f"{'run':<10}{'seconds':>9}{'peak RSS MiB':>14}{'exit':>6}", flush=True)
     # Printed as they finish (a loaded machine can take minutes per cold ask).
     for legacy in chosen:
-        if cold:
-            with tempfile.TemporaryDirectory() as cache:
+        with tempfile.TemporaryDirectory() as scratch:
+            cache = scratch if cold else None
+            if cold:
                 show("cold", legacy, once(legacy, cache))
-                show("warm", legacy, once(legacy, cache))
-        else:
-            show("warm", legacy, once(legacy, None))
+            warm = [once(legacy, cache) for _ in range(warm_runs)]
+            for row in warm:
+                show("warm", legacy, row)
+        if len(warm) > 1:
+            show("median", legacy, {key: statistics.median(row[key] for row in warm)
+                                    for key in ("seconds", "peak_rss_mib", "status")})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -474,7 +480,7 @@ def questions(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.skip_replay:
-        ask_table(args.cold, args.engines)
+        ask_table(args.cold, args.engines, args.warm_runs)
         return 0
     if not args.fixture.is_file():
         sys.exit(f"lm_bench: no prompt fixture at {args.fixture}; `python benchmarks/lm_bench.py record` writes it")
@@ -482,6 +488,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ppoga_dspy.lm.embedded import EmbeddedEngine, native_bf16_supported, resolve_dtype
+    from ppoga_dspy.lm.prompt_heads import HEADS_ENV
 
     engines: dict[str, Any] = {"old (legacy fp32)": EmbeddedEngine(legacy=True)}
     for dtype in args.dtypes:
@@ -492,14 +499,22 @@ def run(args: argparse.Namespace) -> int:
         f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}",
         file=sys.stderr,
     )
+    # The replay measures the engine within one process: no prompt heads kept on disk by earlier runs (the
+    # `ppoga ask` table below, fresh processes, uses them as a user's machine does).
+    heads_setting = os.environ.get(HEADS_ENV)
+    os.environ[HEADS_ENV] = "off"
     for engine in engines.values():
         engine.loaded()
+    if heads_setting is None:
+        os.environ.pop(HEADS_ENV)
+    else:
+        os.environ[HEADS_ENV] = heads_setting
     runs = replay(prompts, engines, args.repeat)
     print()
     print_table(prompts, runs, baseline=next(iter(engines)))
     if args.ask:
         print()
-        ask_table(args.cold, args.engines)
+        ask_table(args.cold, args.engines, args.warm_runs)
     return 0
 
 
@@ -526,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["auto"], help="new-engine dtypes (auto bfloat16 float32)")
     parser.add_argument("--ask", action="store_true", help="also time `ppoga ask` end to end (warm) with peak RSS")
     parser.add_argument("--cold", action="store_true", help="with --ask: also cold asks (empty model cache)")
+    parser.add_argument("--warm-runs", type=int, default=5, help="warm asks per engine, median printed (default 5)")
     parser.add_argument("--engines", choices=["new", "old", "both"], default="both",
                         help="which engines the `ppoga ask` table runs (default both)")
     parser.add_argument("--skip-replay", action="store_true", help="only the `ppoga ask` table (implies --ask)")

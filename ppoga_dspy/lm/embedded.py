@@ -57,6 +57,7 @@ import copy
 import dataclasses
 import functools
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -76,6 +77,7 @@ from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.fast_tokenizer import RustTokenizer
 from ppoga_dspy.lm.lora import adapter_digest, apply_adapter
 from ppoga_dspy.lm.model_loading import building_model
+from ppoga_dspy.lm.prompt_heads import HeadStore, common_prefix, heads_enabled, system_head
 
 logger = logging.getLogger(__name__)
 
@@ -308,12 +310,15 @@ class PrefixCache:
     """
 
     def __init__(self, max_entries: int = 16, max_tokens: int = 12_000, min_reuse: int = 8,
-                 continuation_slack: int = 32) -> None:
+                 continuation_slack: int = 32, heads: HeadStore | None = None) -> None:
         self.max_entries, self.max_tokens, self.min_reuse = max_entries, max_tokens, min_reuse
         self.continuation_slack = continuation_slack
         self._entries: OrderedDict[int, _CachedPrefix] = OrderedDict()
         self._next_key = 0
         self.hits = self.misses = self.reused_tokens = 0
+        #: Prompt heads kept on disk (`lm/prompt_heads.py`), and the coming call's head, kept at its first `put`.
+        self.heads = heads
+        self._offered: list[int] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -334,10 +339,18 @@ class PrefixCache:
         """
         best_key, best_len = None, 0
         for key, entry in self._entries.items():
-            n = _common_prefix(entry.ids, ids)
+            n = common_prefix(entry.ids, ids)
             if n > best_len:
                 best_key, best_len = key, n
         best_len = min(best_len, len(ids) - 1)
+        if self.heads is not None:  # a head on disk: when it covers more than memory does (a predictor's first call)
+            head, n = self.heads.longest(ids, beyond=best_len)
+            n = min(n, len(ids) - 1)
+            kv = self.heads.load(head, n) if head is not None and n > best_len and n >= self.min_reuse else None
+            if kv is not None:
+                self.hits += 1
+                self.reused_tokens += n
+                return kv, n
         if best_key is None or best_len < self.min_reuse:
             self.misses += 1
             return None, 0
@@ -353,8 +366,15 @@ class PrefixCache:
         self.reused_tokens += best_len
         return kv, best_len
 
+    def offer_head(self, head: Sequence[int]) -> None:
+        """The coming call's prompt head (`prompt_heads.system_head`), kept on disk at the first `put` covering it."""
+        self._offered = list(head) if self.heads is not None and not self.heads.knows(head) else []
+
     def put(self, ids: Sequence[int], kv: Any) -> None:
         """Store `kv` (holding exactly the positions of `ids`) as the most recent entry; evict the oldest."""
+        if self._offered and self.heads is not None and list(ids[: len(self._offered)]) == self._offered:
+            self.heads.save(self._offered, kv)
+            self._offered = []
         self._entries[self._next_key] = _CachedPrefix(list(ids), kv)
         self._next_key += 1
         while self._entries and (
@@ -367,14 +387,6 @@ def drop_last(kv: Any, positions: int) -> None:
     """Drop the last `positions` positions of the KV cache `kv` (nothing for 0 or fewer)."""
     if positions > 0:
         kv.crop(-positions)  # this DynamicCache.crop takes the (negative) number of positions to drop
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 @dataclass
@@ -393,16 +405,41 @@ class LoadedModel:
     adapter: str | None = None  # the LoRA adapter merged into the weights (path), if any
     #: Vocabulary look-ups of the constrained decoder (tokens starting with a quote, a newline), built on first use.
     marks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    #: Where those look-ups are kept beside the cached conversion (a pass over 262k tokens costs 0.2-0.3 s a process).
+    marks_file: Path | None = None
 
     @functools.cached_property
     def partial_head(self) -> _decoding.PartialHead:
         return _decoding.PartialHead(self.model)
 
     def tokens_starting_with(self, prefix: str) -> list[int]:
+        if prefix not in self.marks and not self.marks and self.marks_file is not None:
+            self.marks.update(_read_marks(self.marks_file))
         if prefix not in self.marks:  # the decoder's marks are found together: one pass over the vocabulary
             wanted = [prefix, *(mark for mark in DECODER_MARKS if mark not in self.marks and mark != prefix)]
             self.marks.update(_constraints.tokens_by_prefix(self.tokenizer, wanted))
+            if self.marks_file is not None:
+                _write_marks(self.marks_file, self.marks)
         return self.marks[prefix]
+
+
+def _read_marks(path: Path) -> dict[str, list[int]]:
+    """The decoder marks kept at `path` ({} if there are none or the file is unreadable: they are found again)."""
+    try:
+        data = json.loads(path.read_text())
+        return {str(k): [int(i) for i in v] for k, v in data.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _write_marks(path: Path, marks: dict[str, list[int]]) -> None:
+    try:
+        handle, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+        with os.fdopen(handle, "w") as out:
+            json.dump(marks, out)
+        os.replace(tmp, path)
+    except OSError as exc:
+        logger.debug("decoder marks not kept at %s (%s)", path, exc)
 
 
 #: The attention implementation of the bfloat16 fast path (see `_load`).
@@ -599,6 +636,7 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
         # faster. float32 keeps sdpa: that model is shared with the legacy engine, whose replies are the reference.
         model.set_attn_implementation(BF16_ATTENTION)
     window = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    heads = _head_store(converted if scratch is None else None, adapter)
     seconds = time.perf_counter() - started
     logger.info("embedded model %s (%s) ready in %.1f s", info.name, dtype, seconds)
     return LoadedModel(
@@ -609,10 +647,26 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
         seconds,
         threading.Lock(),
         dtype,
-        PrefixCache(),
+        PrefixCache(heads=heads),
         frozenset(_eos_ids(model, tokenizer)),
         str(adapter) if adapter is not None else None,
+        marks_file=converted / "decoder-marks.json" if converted is not None and scratch is None else None,
     )
+
+
+def _head_store(converted: Path | None, adapter: Path | None) -> HeadStore | None:
+    """The prompt heads of this model (`lm/prompt_heads.py`), beside its cached conversion; None without one."""
+    root = _cache_root()
+    if converted is None or root is None or not heads_enabled():
+        return None
+    import torch
+
+    # The converted folder's name holds model, size, transformers version and dtype; torch's version
+    # (its kernels) and the adapter's content complete what decides the KV values.
+    name = f"{converted.name}-torch{torch.__version__}"
+    if adapter is not None:
+        name += f"-lora{adapter_digest(adapter)[:16]}"
+    return HeadStore(root / "prompt-heads" / name)
 
 
 def load_embedded(
@@ -947,7 +1001,8 @@ class EmbeddedEngine:
         loaded = self.loaded()
         tokenizer = loaded.tokenizer
         prompt = self.render(chat)
-        prompt_tokens = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        prompt_tokens = len(prompt_ids)
         budget = int(max_tokens or self.default_max_tokens)
         if prompt_tokens + budget > loaded.context_window:
             from dspy.lm15 import ContextLengthError
@@ -967,6 +1022,10 @@ class EmbeddedEngine:
         constraints = _constraints.constraints_for(chat) if fields and self.constrain else {}
         threads = None if self.legacy else self.threads
         with loaded.lock, _TorchThreads(threads):
+            store = loaded.prefix_cache if self.prefix_cache and not self.legacy else None
+            if store is not None and store.heads is not None:
+                system = next((m["content"] for m in chat if m.get("role") == "system"), None)
+                store.offer_head(system_head(prompt, prompt_ids, system, tokenizer))
             if sampling["do_sample"] and seed is not None:
                 torch.manual_seed(int(seed))
             if not fields:
