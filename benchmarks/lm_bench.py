@@ -12,7 +12,7 @@ tokens per second, and whether the replies are identical and still parse.
     python benchmarks/lm_bench.py --ask                    # also: warm `ppoga ask`, old vs new, time + peak RSS
     python benchmarks/lm_bench.py --ask --cold             # also: cold `ppoga ask` (empty model cache)
     python benchmarks/lm_bench.py --skip-replay --cold     # only the `ppoga ask` table
-    python benchmarks/lm_bench.py --skip-replay --cold --engines new   # cold then warm ask, new engine only
+    python benchmarks/lm_bench.py --skip-replay --cold --engines new   # cold ask, then 5 warm (median), new only
     python benchmarks/lm_bench.py record --data ../shared/data   # re-record the fixture (slow)
     python benchmarks/lm_bench.py questions --n 50               # WC-P2 test, 50 questions, old vs new engine
     python benchmarks/lm_bench.py questions --engines old --pin 1 &   # the two engines side by side,

@@ -171,6 +171,21 @@ def test_cost_table_names_the_offline_model():
     assert f"cost ({DEFAULT_EMBEDDED_DISPLAY})" in console.export_text()
 
 
+def test_a_rule_overriding_the_model_reads_as_words():
+    from rich.console import Console
+
+    from ppoga_dspy.cli.render import render_prediction
+    from ppoga_dspy.method.vocabulary import Decision
+
+    console = Console(record=True, width=200)
+    note = {"stage": "decision_changed", "outputs": {"model": Decision.PROCEED, "applied": Decision.FINISH,
+                                                      "attempts": 0, "replans": 1}}
+    render_prediction(console, {"question": "Q?", "kg": "demo", "answers": ["London"], "trace": [note]})
+    text = console.export_text()
+    assert "the model chose proceed, the caps applied finish (path corrections 0, replans 1)" in text
+    assert "<Decision" not in text
+
+
 def test_the_scripted_planners_and_the_no_model_baseline_pass_the_spec_check():
     from ppoga_dspy.app.checks import check_lm_spec
 

@@ -48,7 +48,7 @@ def render_prediction(console, result: dict[str, Any]) -> None:
     notes = [e for e in result.get("trace", []) if e["stage"] in
              ("path_correction", "plan_correction", "decision_changed", "max_steps") or e["stage"].endswith("fallback")]
     for note in notes:
-        console.print(f"[yellow]{note['stage']}[/]: {note.get('outputs')}")
+        console.print(f"[yellow]{note['stage']}[/]: {describe_note(note['stage'], note.get('outputs') or {})}")
     if result.get("status") != "ok":
         console.print(f"[bold red]failed ({result.get('error_kind')}):[/] {result.get('error')}")
     answer = ", ".join(result.get("answers") or []) or "(no answer)"
@@ -74,3 +74,12 @@ def render_prediction(console, result: dict[str, Any]) -> None:
         console.print("by role: " + ", ".join(f"{k} {v} calls / {tokens.get(k, 0)} tokens" for k, v in by_role.items()))
     if costs.get("cost_usd"):
         console.print(f"cost reported by the backend: ${costs['cost_usd']:.4f}")
+
+
+def describe_note(stage: str, outputs: dict[str, Any]) -> str:
+    """One readable line for a trace note (a correction, a rule that overrode the model, a fallback)."""
+    plain = {k: getattr(v, "value", v) for k, v in outputs.items()}  # enums as their words
+    if stage == "decision_changed" and {"model", "applied"} <= plain.keys():
+        return (f"the model chose {plain['model']}, the caps applied {plain['applied']} "
+                f"(path corrections {plain.get('attempts', 0)}, replans {plain.get('replans', 0)})")
+    return ", ".join(f"{k}: {v}" for k, v in plain.items())

@@ -25,6 +25,10 @@ Speed (issue 12). A reply used to cost one full prefill per output field (`model
 - keeps the attention KV cache of recent token sequences in a `PrefixCache` keyed by token ids, so a
   field continues where the previous one stopped, and a call that shares the system prompt and demos
   of an earlier call (every call of one predictor does) only prefills what is new;
+- keeps each predictor's prompt head (its system message: instructions and field descriptions, the
+  same in every call) on disk as well (`lm/prompt_heads.py`), so a new process does not prefill it
+  again: a warm `ppoga ask` prefilled about 1,400 tokens of system messages the last process had
+  already encoded;
 - runs a small greedy/sampling loop of its own over the model's forward pass (no per-call
   `generate` set-up, logits only for the last position, stop checks on a short decoded tail);
 - computes in bfloat16 where the CPU has native bf16 (AVX512-BF16 / AMX), float32 elsewhere

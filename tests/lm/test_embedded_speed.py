@@ -181,3 +181,35 @@ def test_a_shared_prompt_head_stays_cached_for_the_next_call():
     assert len(cache) == 1
     kv, reused = cache.take([1, 2, 3, 4, 5, 6, 7, 8, 9])  # its own continuation: handed out whole
     assert reused == 8 and kv.length == 8 and len(cache) == 0
+
+
+class _Vocabulary:
+    """A five-token vocabulary: enough for the decoder's quote and newline marks."""
+
+    pieces = ['"', "a", '",', "\n", "\u2581b"]
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.pieces[i] for i in ids]
+
+
+def test_decoder_marks_are_kept_beside_the_model_and_read_back(tmp_path, monkeypatch):
+    import threading
+
+    from ppoga_dspy.lm import constraints
+
+    def loaded() -> embedded.LoadedModel:
+        return embedded.LoadedModel(None, None, _Vocabulary(), 0, 0.0, threading.Lock(),
+                                    marks_file=tmp_path / "decoder-marks.json")
+
+    assert loaded().tokens_starting_with('"') == [0, 2]
+    assert (tmp_path / "decoder-marks.json").is_file()
+    reading = constraints.tokens_by_prefix
+    monkeypatch.setattr(constraints, "tokens_by_prefix", lambda *a: pytest.fail("the vocabulary was read again"))
+    again = loaded()  # a new process
+    assert again.tokens_starting_with('"') == [0, 2] and again.tokens_starting_with("\n") == [3]
+    (tmp_path / "decoder-marks.json").write_text("{not json")
+    monkeypatch.setattr(constraints, "tokens_by_prefix", reading)
+    assert loaded().tokens_starting_with("\n") == [3]  # a damaged file is only a slower start
