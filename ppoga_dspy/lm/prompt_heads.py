@@ -86,6 +86,7 @@ class HeadStore:
         self.folder = folder
         self.max_files, self.max_bytes = max_files, max_bytes
         self._heads: list[_Head] | None = None
+        self._writable = True  # until a write fails (a read-only cache): then heads are only read
         self.loads = self.saves = 0
 
     def _index(self) -> list[_Head]:
@@ -148,7 +149,7 @@ class HeadStore:
         from safetensors.torch import save_file
 
         n = len(ids)
-        if n < MIN_HEAD_TOKENS or self.knows(ids) or kv.get_seq_length() < n:
+        if not self._writable or n < MIN_HEAD_TOKENS or self.knows(ids) or kv.get_seq_length() < n:
             return
         tensors: dict[str, Any] = {}
         for i, layer in enumerate(kv.layers):
@@ -163,8 +164,9 @@ class HeadStore:
             save_file(tensors, tmp, metadata={"format": _FORMAT, "ids": json.dumps(list(ids))})
             os.replace(tmp, target)  # atomic: a process reading the folder sees the whole file or none
         except OSError as exc:
-            logger.warning("could not keep a prompt head under %s (%s); it is prefilled again next time",
-                           self.folder, exc)
+            logger.warning("could not keep a prompt head under %s (%s); this process keeps none, and the next "
+                           "prefills them again (PPOGA_MODEL_CACHE moves the cache)", self.folder, exc)
+            self._writable = False
             return
         self._index().append(_Head(target, list(ids)))
         self.saves += 1

@@ -116,3 +116,13 @@ def test_a_new_process_reuses_the_head_and_the_reply_is_unchanged(tmp_path, monk
     reply = engine.generate(second, max_tokens=16)
     assert saved.loads == 1
     assert reply == embedded.EmbeddedEngine(dtype="float32", prefix_cache=False).generate(second, max_tokens=16)
+
+
+def test_a_cache_it_cannot_write_is_tried_once(tmp_path, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the heads folder should be")
+    store = HeadStore(blocker / "heads")
+    with caplog.at_level("WARNING"):
+        store.save(list(range(40)), _kv(40))
+        store.save(list(range(100, 140)), _kv(40))
+    assert store.saves == 0 and len(caplog.records) == 1 and "PPOGA_MODEL_CACHE" in caplog.records[0].getMessage()
