@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -501,14 +502,9 @@ def run(args: argparse.Namespace) -> int:
     )
     # The replay measures the engine within one process: no prompt heads kept on disk by earlier runs (the
     # `ppoga ask` table below, fresh processes, uses them as a user's machine does).
-    heads_setting = os.environ.get(HEADS_ENV)
-    os.environ[HEADS_ENV] = "off"
-    for engine in engines.values():
-        engine.loaded()
-    if heads_setting is None:
-        os.environ.pop(HEADS_ENV)
-    else:
-        os.environ[HEADS_ENV] = heads_setting
+    with mock.patch.dict(os.environ, {HEADS_ENV: "off"}):
+        for engine in engines.values():
+            engine.loaded()
     runs = replay(prompts, engines, args.repeat)
     print()
     print_table(prompts, runs, baseline=next(iter(engines)))

@@ -78,8 +78,7 @@ def render_prediction(console, result: dict[str, Any]) -> None:
 
 def describe_note(stage: str, outputs: dict[str, Any]) -> str:
     """One readable line for a trace note (a correction, a rule that overrode the model, a fallback)."""
-    plain = {k: getattr(v, "value", v) for k, v in outputs.items()}  # enums as their words
-    if stage == "decision_changed" and {"model", "applied"} <= plain.keys():
-        return (f"the model chose {plain['model']}, the caps applied {plain['applied']} "
-                f"(path corrections {plain.get('attempts', 0)}, replans {plain.get('replans', 0)})")
-    return ", ".join(f"{k}: {v}" for k, v in plain.items())
+    if stage == "decision_changed" and {"model", "applied"} <= outputs.keys():
+        return (f"the model chose {outputs['model']}, the caps applied {outputs['applied']} "
+                f"(path corrections {outputs.get('attempts', 0)}, replans {outputs.get('replans', 0)})")
+    return ", ".join(f"{k}: {v}" for k, v in outputs.items())

@@ -61,7 +61,6 @@ import copy
 import dataclasses
 import functools
 import importlib.util
-import json
 import logging
 import os
 import shutil
@@ -77,6 +76,7 @@ from typing import Any, Literal
 
 from ppoga_dspy.lm import constraints as _constraints
 from ppoga_dspy.lm import decoding as _decoding
+from ppoga_dspy.lm.cache_files import read_marks, write_marks
 from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.fast_tokenizer import RustTokenizer
 from ppoga_dspy.lm.lora import adapter_digest, apply_adapter
@@ -372,7 +372,7 @@ class PrefixCache:
 
     def offer_head(self, head: Sequence[int]) -> None:
         """The coming call's prompt head (`prompt_heads.system_head`), kept on disk at the first `put` covering it."""
-        self._offered = list(head) if self.heads is not None and not self.heads.knows(head) else []
+        self._offered = list(head) if self.heads is not None else []  # `save` skips a head it already has
 
     def put(self, ids: Sequence[int], kv: Any) -> None:
         """Store `kv` (holding exactly the positions of `ids`) as the most recent entry; evict the oldest."""
@@ -417,33 +417,14 @@ class LoadedModel:
         return _decoding.PartialHead(self.model)
 
     def tokens_starting_with(self, prefix: str) -> list[int]:
-        if prefix not in self.marks and not self.marks and self.marks_file is not None:
-            self.marks.update(_read_marks(self.marks_file))
+        if not self.marks and self.marks_file is not None:
+            self.marks.update(read_marks(self.marks_file))
         if prefix not in self.marks:  # the decoder's marks are found together: one pass over the vocabulary
             wanted = [prefix, *(mark for mark in DECODER_MARKS if mark not in self.marks and mark != prefix)]
             self.marks.update(_constraints.tokens_by_prefix(self.tokenizer, wanted))
             if self.marks_file is not None:
-                _write_marks(self.marks_file, self.marks)
+                write_marks(self.marks_file, self.marks)
         return self.marks[prefix]
-
-
-def _read_marks(path: Path) -> dict[str, list[int]]:
-    """The decoder marks kept at `path` ({} if there are none or the file is unreadable: they are found again)."""
-    try:
-        data = json.loads(path.read_text())
-        return {str(k): [int(i) for i in v] for k, v in data.items()}
-    except (OSError, ValueError, TypeError, AttributeError):
-        return {}
-
-
-def _write_marks(path: Path, marks: dict[str, list[int]]) -> None:
-    try:
-        handle, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
-        with os.fdopen(handle, "w") as out:
-            json.dump(marks, out)
-        os.replace(tmp, path)
-    except OSError as exc:
-        logger.debug("decoder marks not kept at %s (%s)", path, exc)
 
 
 #: The attention implementation of the bfloat16 fast path (see `_load`).
@@ -564,7 +545,7 @@ def _transformers_load_steps(*, caching: bool) -> list[str]:
     return ["de-quantizing the GGUF (first run only)", *(["caching the converted weights"] if caching else [])]
 
 
-def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> LoadedModel:
+def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None, digest: str | None = None) -> LoadedModel:
     """Load `info` in `dtype`: from the conversion cache, else convert the GGUF once (and cache it).
 
     A cold load converts with the one-pass converter of `lm/gguf_convert.py` into the cache folder (or a
@@ -640,7 +621,7 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
         # faster. float32 keeps sdpa: that model is shared with the legacy engine, whose replies are the reference.
         model.set_attn_implementation(BF16_ATTENTION)
     window = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
-    heads = _head_store(converted if scratch is None else None, adapter)
+    kept = converted if scratch is None else None  # the conversion cache's folder for this model, if any
     seconds = time.perf_counter() - started
     logger.info("embedded model %s (%s) ready in %.1f s", info.name, dtype, seconds)
     return LoadedModel(
@@ -651,26 +632,26 @@ def _load(info: EmbeddedModelInfo, dtype: str, adapter: Path | None = None) -> L
         seconds,
         threading.Lock(),
         dtype,
-        PrefixCache(heads=heads),
+        PrefixCache(heads=_head_store(kept, digest)),
         frozenset(_eos_ids(model, tokenizer)),
         str(adapter) if adapter is not None else None,
-        marks_file=converted / "decoder-marks.json" if converted is not None and scratch is None else None,
+        marks_file=kept / "decoder-marks.json" if kept is not None else None,
     )
 
 
-def _head_store(converted: Path | None, adapter: Path | None) -> HeadStore | None:
-    """The prompt heads of this model (`lm/prompt_heads.py`), beside its cached conversion; None without one."""
-    root = _cache_root()
-    if converted is None or root is None or not heads_enabled():
+def _head_store(converted: Path | None, digest: str | None) -> HeadStore | None:
+    """The prompt heads of this model (`lm/prompt_heads.py`), beside its cached conversion; None without one.
+
+    `digest` is the merged LoRA adapter's (`lora.adapter_digest`), None for the base model.
+    """
+    if converted is None or not heads_enabled():
         return None
     import torch
 
     # The converted folder's name holds model, size, transformers version and dtype; torch's version
     # (its kernels) and the adapter's content complete what decides the KV values.
-    name = f"{converted.name}-torch{torch.__version__}"
-    if adapter is not None:
-        name += f"-lora{adapter_digest(adapter)[:16]}"
-    return HeadStore(root / "prompt-heads" / name)
+    name = f"{converted.name}-torch{torch.__version__}" + (f"-lora{digest}" if digest else "")
+    return HeadStore(converted.parent / "prompt-heads" / name)
 
 
 def load_embedded(
@@ -685,14 +666,15 @@ def load_embedded(
     info = CATALOGUE[resolve_embedded_name(name)]
     chosen = "float32" if legacy else resolve_dtype(dtype)
     key = f"{info.name}:{chosen}"
-    folder = None
+    folder = digest = None
     if adapter is not None:
         folder = Path(adapter).resolve()
-        key += f"+{adapter_digest(folder)}"  # the content, not the path: a retrained adapter is another model
+        digest = adapter_digest(folder)
+        key += f"+{digest}"  # the content, not the path: a retrained adapter is another model
     with _REGISTRY_LOCK:  # one load per process even when several threads ask at once
         loaded = _REGISTRY.get(key)
         if loaded is None:
-            loaded = _REGISTRY[key] = _load(info, chosen, folder)
+            loaded = _REGISTRY[key] = _load(info, chosen, folder, digest)
     return loaded
 
 

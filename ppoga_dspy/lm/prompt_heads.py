@@ -21,11 +21,12 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ppoga_dspy.lm.cache_files import write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -157,12 +158,10 @@ class HeadStore:
             tensors[f"v{i}"] = layer.values[:, :, :n].contiguous()
         name = hashlib.sha1(json.dumps(list(ids)).encode()).hexdigest()[:20] + ".safetensors"
         target = self.folder / name
+        metadata = {"format": _FORMAT, "ids": json.dumps(list(ids))}
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            handle, tmp = tempfile.mkstemp(prefix=name + ".", dir=self.folder)
-            os.close(handle)
-            save_file(tensors, tmp, metadata={"format": _FORMAT, "ids": json.dumps(list(ids))})
-            os.replace(tmp, target)  # atomic: a process reading the folder sees the whole file or none
+            write_atomically(target, lambda tmp: save_file(tensors, tmp, metadata=metadata))
         except OSError as exc:
             logger.warning("could not keep a prompt head under %s (%s); this process keeps none, and the next "
                            "prefills them again (PPOGA_MODEL_CACHE moves the cache)", self.folder, exc)

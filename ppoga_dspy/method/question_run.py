@@ -27,8 +27,10 @@ class LMCallError(LMError):
 
 
 def jsonable(value: Any) -> Any:
-    """Trace values as plain JSON: pydantic models dumped, unknown objects as text."""
-    if value is None or isinstance(value, str | int | float | bool):
+    """Trace values as plain JSON: pydantic models dumped, enums as their words, other objects as text."""
+    if isinstance(value, str):
+        return str(value)  # a StrEnum (Decision.FINISH) becomes "finish", not a member whose repr leaks into output
+    if value is None or isinstance(value, int | float | bool):
         return value
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
