@@ -81,8 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def one_line(exc: BaseException) -> str:
-    """An error's message as one line with single spaces (messages from libraries can span lines)."""
-    text = " ".join(str(exc).split())
+    """An error's message as one line with single spaces (messages from libraries can span lines), through
+    the outgoing-text rule (`ppoga_dspy.text.for_terminal`: no escapes, no bad Unicode, secrets redacted)."""
+    from ppoga_dspy.text import for_terminal
+
+    text = " ".join(for_terminal(str(exc)).split())
     return text or type(exc).__name__
 
 

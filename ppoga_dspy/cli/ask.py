@@ -30,7 +30,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _ask(args: argparse.Namespace) -> int:
     offline_environment()
     from ppoga_dspy.app import open_program
+    from ppoga_dspy.errors import ConfigError
+    from ppoga_dspy.experiments.runs import check_output_path
+    from ppoga_dspy.text import from_data
 
+    args.question = from_data(args.question)  # argv is outside text (bad bytes arrive as lone surrogates)
+    args.topic = [from_data(t) for t in args.topic]
+    if not args.question.strip():
+        raise ConfigError("the question is empty; ask one, e.g. ppoga ask \"Who directed Inception?\"")
+    if args.trace:
+        args.trace = check_output_path(args.trace, flag="--trace")  # before any LM call is paid
     with open_program(program_settings(args)) as opened:
         prediction = opened.program(question=args.question, topic_entities=args.topic or None)
         kg_name, lm_description = opened.kg.name, opened.lm_description
@@ -60,8 +69,10 @@ def _ask(args: argparse.Namespace) -> int:
         "trace": prediction.trace,
     }
     if args.trace:
-        args.trace.parent.mkdir(parents=True, exist_ok=True)
-        args.trace.write_text(json.dumps(result, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        from ppoga_dspy.text import clean_tree
+
+        args.trace.write_text(json.dumps(clean_tree(result), indent=2, ensure_ascii=False, default=str),
+                              encoding="utf-8")
     if args.json:
         print_json(result)
     else:
@@ -69,7 +80,7 @@ def _ask(args: argparse.Namespace) -> int:
 
         from ppoga_dspy.cli.render import render_prediction
 
-        render_prediction(Console(), result)
+        render_prediction(Console(emoji=False), result)
     if prediction.status == "ok":
         return 0
     from ppoga_dspy.errors import KGError, LMError

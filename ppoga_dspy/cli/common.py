@@ -128,4 +128,7 @@ def program_settings(args: argparse.Namespace):
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    """One JSON line on stdout; outside text in it (a lone surrogate, escapes) made safe first (`ppoga_dspy.text`)."""
+    from ppoga_dspy.text import clean_tree
+
+    sys.stdout.write(json.dumps(clean_tree(data), ensure_ascii=False, default=str) + "\n")

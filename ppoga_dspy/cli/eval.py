@@ -47,6 +47,10 @@ def _eval(args: argparse.Namespace) -> int:
     from ppoga_dspy.experiments.evaluate import example_id, program_fingerprint, run_evaluation, summarize
     from ppoga_dspy.experiments.runs import run_lock
 
+    from ppoga_dspy.experiments.datasets import parse_spec
+    from ppoga_dspy.experiments.runs import check_output_path
+
+    args.out = check_output_path(args.out, inputs=(parse_spec(args.dataset)[1],), lock=True)  # before any work
     settings = common.program_settings(args)
     examples = common.load_examples(args)
     provenance_extra: dict = {}

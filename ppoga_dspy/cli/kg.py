@@ -104,18 +104,22 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _print_json(data: object) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    from ppoga_dspy.text import clean_tree
+
+    print(json.dumps(clean_tree(data), indent=2, ensure_ascii=False))
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    from ppoga_dspy.text import markup_safe  # KG text is outside text: never markup, never escapes
+
+    table = Table(title=markup_safe(title))
     for column in columns:
-        table.add_column(column)
+        table.add_column(markup_safe(column))
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*[markup_safe(cell) for cell in row])
     Console().print(table)
 
 
@@ -143,7 +147,9 @@ def resolve_entity(kg, text: str) -> str:
         found = kg.find_entities(text, 1)
         if not found:
             raise EntityNotFound(f"{text!r} is neither an entity id of this KG nor a name in it ({invalid})") from None
-        print(f"ppoga kg: {text!r} is {found[0].id} ({found[0].label})", file=sys.stderr)
+        from ppoga_dspy.text import for_terminal
+
+        print(for_terminal(f"ppoga kg: {text!r} is {found[0].id} ({found[0].label})"), file=sys.stderr)
         return found[0].id
 
 

@@ -2,6 +2,10 @@
 
 A researcher reading `ppoga ask` output should see the method at work: what was planned, what each
 step predicted and then observed, what the Planner thought and decided, where it corrected itself.
+
+Everything shown comes from outside (the question, KG labels, LM replies), so every value passes the
+outgoing-text rule of `ppoga_dspy.text` first: `_m` inside markup strings (rich markup escaped, escapes
+and controls gone, secrets redacted), `_t` inside `Text` objects (which never parse markup).
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ppoga_dspy.method.vocabulary import Decision
+from ppoga_dspy.text import for_terminal as _t
+from ppoga_dspy.text import markup_safe as _m
 
 _DECISION_STYLE = {Decision.PROCEED: "green", Decision.FINISH: "bold green", Decision.CORRECT_PATH: "yellow",
                    Decision.REPLAN: "magenta"}
@@ -21,44 +27,44 @@ def render_prediction(console, result: dict[str, Any]) -> None:
 
     memory = result.get("memory") or {}
     strategic = memory.get("strategic") or {}
-    console.print(Panel(Text(result["question"], style="bold"), title="question", subtitle=f"{result['kg']}"))
-    topics = ", ".join(f"{t['label']} ({t['id']})" for t in strategic.get("topic_entities", [])) or "(none linked)"
+    console.print(Panel(Text(_t(result["question"]), style="bold"), title="question", subtitle=_m(result["kg"])))
+    topics = ", ".join(f"{_m(t['label'])} ({_m(t['id'])})" for t in strategic.get("topic_entities", [])) or "(none linked)"
     console.print(f"[bold]Topic entities:[/] {topics}")
     for number, plan in enumerate(strategic.get("archived_plans", []), 1):
-        console.print(f"[magenta]Plan {number} (abandoned):[/] " + " | ".join(s["objective"] for s in plan))
+        console.print(f"[magenta]Plan {number} (abandoned):[/] " + " | ".join(_m(s["objective"]) for s in plan))
     plan = strategic.get("plan", [])
-    console.print("[bold]Plan:[/] " + (" | ".join(f"{s['objective']} [{s['status']}]" for s in plan) or "(none)"))
+    console.print("[bold]Plan:[/] " + (" | ".join(f"{_m(s['objective'])} \\[{_m(s['status'])}]" for s in plan) or "(none)"))
     for cycle in memory.get("step_cycles", []):
         style = _DECISION_STYLE.get(cycle["decision"], "white")
         body = Text()
         if cycle.get("prediction"):
             body.append("predicted: ", style="cyan")
-            body.append(cycle["prediction"] + "\n")
+            body.append(_t(cycle["prediction"]) + "\n")
         body.append("observed:  ", style="cyan")
-        body.append(cycle["observation"] + "\n")
+        body.append(_t(cycle["observation"]) + "\n")
         if cycle.get("thought"):
             body.append("thought:   ", style="cyan")
-            body.append(cycle["thought"] + "\n")
+            body.append(_t(cycle["thought"]) + "\n")
         body.append("decision:  ", style="cyan")
-        body.append(f"{cycle['decision']}", style=style)
+        body.append(_t(cycle["decision"]), style=style)
         if cycle.get("reason"):
-            body.append(f" ({cycle['reason']})")
-        title = f"step {cycle['index'] + 1}, attempt {cycle['attempt'] + 1}: {cycle['objective']}"
+            body.append(f" ({_t(cycle['reason'])})")
+        title = f"step {cycle['index'] + 1}, attempt {cycle['attempt'] + 1}: {_m(cycle['objective'])}"
         console.print(Panel(body, title=title, title_align="left", border_style=style))
     notes = [e for e in result.get("trace", []) if e["stage"] in
              ("path_correction", "plan_correction", "decision_changed", "max_steps") or e["stage"].endswith("fallback")]
     for note in notes:
-        console.print(f"[yellow]{note['stage']}[/]: {describe_note(note['stage'], note.get('outputs') or {})}")
+        console.print(f"[yellow]{_m(note['stage'])}[/]: {_m(describe_note(note['stage'], note.get('outputs') or {}))}")
     if result.get("status") != "ok":
-        console.print(f"[bold red]failed ({result.get('error_kind')}):[/] {result.get('error')}")
-    answer = ", ".join(result.get("answers") or []) or "(no answer)"
+        console.print(f"[bold red]failed ({_m(result.get('error_kind'))}):[/] {_m(result.get('error'))}")
+    answer = ", ".join(_t(a) for a in result.get("answers") or []) or "(no answer)"
     console.print(Panel(Text(answer, style="bold green"), title="answer"))
     if result.get("reasoning"):
-        console.print(f"[bold]Reasoning:[/] {result['reasoning']}")
+        console.print(f"[bold]Reasoning:[/] {_m(result['reasoning'])}")
     costs = result.get("costs") or {}
     from ppoga_dspy.app.naming import display_lm
 
-    table = Table(title=f"cost ({display_lm(result.get('lm') or '')})", show_header=True)
+    table = Table(title=f"cost ({_m(display_lm(result.get('lm') or ''))})", show_header=True)
     for column in ("LM calls", "prompt tokens", "completion tokens", "KG queries", "seconds"):
         table.add_column(column, justify="right")
     table.add_row(str(costs.get("lm_calls", 0)), str(costs.get("prompt_tokens", 0)),
@@ -67,11 +73,11 @@ def render_prediction(console, result: dict[str, Any]) -> None:
     console.print(table)
     by_stage = costs.get("lm_calls_by_stage") or {}
     if by_stage:
-        console.print("calls by stage: " + ", ".join(f"{k} {v}" for k, v in by_stage.items()))
+        console.print("calls by stage: " + ", ".join(f"{_m(k)} {v}" for k, v in by_stage.items()))
     by_role = costs.get("lm_calls_by_role") or {}
     if by_role:
         tokens = costs.get("tokens_by_role") or {}
-        console.print("by role: " + ", ".join(f"{k} {v} calls / {tokens.get(k, 0)} tokens" for k, v in by_role.items()))
+        console.print("by role: " + ", ".join(f"{_m(k)} {v} calls / {tokens.get(k, 0)} tokens" for k, v in by_role.items()))
     if costs.get("cost_usd"):
         console.print(f"cost reported by the backend: ${costs['cost_usd']:.4f}")
 

@@ -48,14 +48,23 @@ class DatasetSpecError(ConfigError, DatasetError):
 
 def _example(*, id: str, question: str, topic_entities: dict[str, str], answers: Iterable[str],
              answer_ids: Iterable[str] = (), **metadata: Any):
+    """Every loader's one exit: the text of a data file passes the incoming-text rule (`ppoga_dspy.text.from_data`:
+    valid Unicode, no controls or escapes, no prompt field headers) here, and a blank question is refused."""
     import dspy
 
-    meta = {"type": None, "level": None, "hops": None, "path": [], "paths": []} | metadata
+    from ppoga_dspy.text import clean_tree, from_data
+
+    id, question = from_data(id), from_data(question)
+    if not question.strip():
+        raise DatasetError(f"question {id!r} is empty; a question needs text (remove or fill it)")
+    topic_entities = clean_tree(dict(topic_entities), rule=from_data)
+    answers, answer_ids = [from_data(a) for a in answers], [from_data(a) for a in answer_ids]
+    meta = {"type": None, "level": None, "hops": None, "path": [], "paths": []} | clean_tree(metadata, rule=from_data)
     if not meta["paths"] and meta["path"]:
         meta["paths"] = [list(meta["path"])]
     meta.setdefault("group", " ".join(question.lower().split()))
     return dspy.Example(
-        id=id, question=question.strip(), topic_entities=dict(topic_entities), answers=_dedupe(answers),
+        id=id, question=question.strip(), topic_entities=topic_entities, answers=_dedupe(answers),
         answer_ids=_dedupe(answer_ids), metadata=meta,
     ).with_inputs("question", "topic_entities")
 
@@ -316,8 +325,12 @@ def load_dataset(spec: str, *, limit: int | None = None, split: str | None = Non
         raise DatasetError(f"dataset file not found: tried {path.resolve()}{hint}")
     try:
         examples = _LOADERS[fmt](path)
-    except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
-        raise DatasetError(f"{path} does not read as a {fmt} file: {exc}") from exc
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:  # JSON and Unicode errors too
+        from ppoga_dspy.text import for_terminal
+
+        raise DatasetError(f"{path} does not read as a {fmt} file: {for_terminal(exc)}") from exc
+    except OSError as exc:
+        raise DatasetError(f"{path} cannot be read: {exc.strerror or exc}") from exc
     if split is not None and split != "all":  # "all": a file that is all training data (e.g. demo-train)
         if split not in SPLITS:
             raise DatasetSpecError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)} or all")

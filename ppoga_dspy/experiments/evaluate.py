@@ -35,12 +35,14 @@ from ppoga_dspy.experiments.runs import (
     EvaluationError,
     RunLocked,
     RunMismatch,
+    check_output_path,
     check_provenance,
     compact,
     program_fingerprint,
     read_rows,
     read_run,
     repair_tail,
+    row_line,
     run_lock,
 )
 
@@ -141,8 +143,7 @@ def run_evaluation(
     adapter, usage tracking). Ctrl-C stops submitting, lets questions in flight finish writing, and
     leaves a valid, resumable file.
     """
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = check_output_path(Path(out), lock=True)  # the real file, writable, before any question is paid
     provenance = dict(provenance or {})
     with run_lock(out):
         repair_tail(out)
@@ -160,7 +161,7 @@ def run_evaluation(
 
         def solve(example: Any) -> dict[str, Any]:
             record = {**answer_one(program, example), **provenance}
-            line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+            line = row_line(record)
             with lock:
                 with out.open("a", encoding="utf-8") as handle:
                     handle.write(line)
@@ -322,10 +323,12 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
     """A rich table of one or more run summaries, side by side."""
     from rich.table import Table
 
+    from ppoga_dspy.text import markup_safe
+
     table = Table(title="PPoGA evaluation", show_lines=False)
     table.add_column("metric")
-    for name in summaries:
-        table.add_column(name, justify="right")
+    for name in summaries:  # run file names are outside text: never read as markup
+        table.add_column(markup_safe(name), justify="right")
     rows = [
         ("questions", "n", "{:.0f}"),
         ("Hits@1 (lenient)", "hits@1", "{:.3f}"),
@@ -353,11 +356,11 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
             for s in summaries.values():
                 group = s.get("by", {}).get(key, {}).get(name)
                 cells.append(f"{group['hits@1']:.3f} (n={group['n']})" if group else "-")
-            table.add_row(f"Hits@1 {key}={name}", *cells)
+            table.add_row(markup_safe(f"Hits@1 {key}={name}"), *cells)
     for s in summaries.values():
         if s.get("errors_by_kind"):
             table.caption = "errors: " + "; ".join(
-                f"{name}: {', '.join(f'{k}={v}' for k, v in s['errors_by_kind'].items())}"
+                markup_safe(f"{name}: {', '.join(f'{k}={v}' for k, v in s['errors_by_kind'].items())}")
                 for name, s in summaries.items() if s.get("errors_by_kind")
             )
             break

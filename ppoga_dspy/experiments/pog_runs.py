@@ -108,9 +108,12 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
     """
     from ppoga_dspy.experiments.runs import read_rows, read_run
 
+    from ppoga_dspy.experiments.runs import check_run_file
+
     path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        first = handle.read(4096).lstrip()[:1]
+    check_run_file(path)  # a device or FIFO is never read as a run
+    with path.open("rb") as handle:
+        first = handle.read(4096).lstrip()[:1].decode("ascii", errors="replace")
     # A JSON list is PoG's converted .json; JSONL lines are read as written (PoG's carry no id to de-duplicate by).
     rows = read_pog_file(path) if first == "[" else read_rows(path)
     if rows and all(is_pog_row(r) for r in rows):

@@ -10,6 +10,12 @@ owns the rules that keep such a file honest when several things can go wrong at 
 - **One writer per run file.** `run_lock(path)` takes `PATH.lock` with `fcntl.flock` (the kernel frees it
   when the holder dies, so a stale lock from a killed process is simply taken over) and writes the
   holder's pid into it; a second writer gets `RunLocked` at once, naming that pid.
+- **Paths checked before any work.** `check_output_path` resolves links (the lock guards the real file, and a
+  link is never replaced by a file), refuses a directory, a device or FIFO, an input file given as the output,
+  and a file or folder that cannot be written, before a question's LM calls are paid. A run file is read
+  only when it is a regular file (a character device would be read forever).
+- **Damage named by line.** A line that is not JSON, not an object, has no string id, or holds bad UTF-8 is
+  one `EvaluationError` naming `PATH:LINE`; only a last line cut by a crash (no newline) is ignored.
 - **Provenance per row.** Each row records the LM spec and a fingerprint of the program (prompts,
   demos, thresholds); resuming a file with another LM or program is refused (`RunMismatch`), because
   its summary would silently average two different systems.
@@ -21,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,22 +52,72 @@ class RunMismatch(ConfigError):
 # -- reading --------------------------------------------------------------------------------------
 
 
+def check_run_file(path: Path) -> bool:
+    """True when a run file exists and is a regular file (a link is followed); False when absent; else DataError."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise EvaluationError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise EvaluationError(f"{path} is a directory, not a run file; name a .jsonl file")
+    if not stat.S_ISREG(mode):
+        raise EvaluationError(f"{path} is not a regular file (a device, FIFO or socket); a run file is a .jsonl file")
+    return True
+
+
+def _row(path: Path, number: int, raw: bytes, *, last: bool) -> dict[str, Any] | None:
+    """One line as a row; None for a blank line or a crash-cut last line; EvaluationError naming the line."""
+    try:
+        text = raw.decode("utf-8")
+        if not text.strip():
+            return None
+        row = json.loads(text)
+    except UnicodeDecodeError:
+        if last:  # a cut inside a multi-byte character
+            return None
+        raise EvaluationError(f"{path}:{number} holds bytes that are not UTF-8; is this a ppoga run file?") from None
+    except (json.JSONDecodeError, RecursionError):
+        if last:
+            return None
+        raise EvaluationError(f"{path}:{number} is not JSON; is this a ppoga run file?") from None
+    if not isinstance(row, dict):
+        raise EvaluationError(f"{path}:{number} is JSON but not an object (a row is {{\"id\": ..., ...}}); "
+                              "is this a ppoga run file?")
+    if not isinstance(row.get("id"), str):
+        raise EvaluationError(f"{path}:{number} has no string \"id\" (found {type(row.get('id')).__name__}); "
+                              "is this a ppoga run file?")
+    from ppoga_dspy.text import clean_tree
+
+    return clean_tree(row)
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Every row of a run file as written (duplicates included); a truncated last line is ignored."""
     path = Path(path)
-    if not path.exists():
+    if not check_run_file(path):
         return []
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                if line.endswith("\n"):
-                    raise EvaluationError(f"{path}:{number} is not JSON; is this a ppoga run file?") from None
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            row = _row(path, number, raw, last=not raw.endswith(b"\n"))
+            if row is not None:
+                rows.append(row)
     return rows
+
+
+def row_line(record: dict[str, Any]) -> str:
+    """A row as one JSONL line; outside text that cannot be written as UTF-8 is made safe rather than lost."""
+    line = json.dumps(record, ensure_ascii=False, default=str)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        from ppoga_dspy.text import clean_tree
+
+        line = json.dumps(clean_tree(record), ensure_ascii=False, default=str)
+    return line + "\n"
 
 
 def latest_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,7 +136,7 @@ def read_run(path: Path) -> list[dict[str, Any]]:
 def repair_tail(path: Path) -> None:
     """Cut a half-written last line so that appended lines start on a line of their own."""
     path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
+    if not check_run_file(path) or path.stat().st_size == 0:
         return
     data = path.read_bytes()
     if data.endswith(b"\n"):
@@ -99,9 +156,62 @@ def compact(path: Path) -> int:
     temporary = path.with_name(path.name + ".compact")
     with temporary.open("w", encoding="utf-8") as handle:
         for row in kept:
-            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.write(row_line(row))
     os.replace(temporary, path)
     return len(rows) - len(kept)
+
+
+# -- output paths ---------------------------------------------------------------------------------
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def check_output_path(path: Path, *, flag: str = "--out", inputs: tuple[Path, ...] = (),
+                      lock: bool = False) -> Path:
+    """The real path an output file will be written at, checked before any work (ConfigError, one line, if not).
+
+    Links are resolved (so a lock guards the file itself and a link is never replaced); a directory, device,
+    FIFO or socket is refused, as is a file that is also an input (`inputs`, e.g. the dataset: writing rows
+    into it would destroy it) or that cannot be written (tried: opened for appending, a new file removed
+    again); with `lock`, the lock file beside it is checked the same way.
+    """
+    given = Path(path).expanduser()
+    real = given.resolve()
+    shown = f"{flag} {given}" + (f" (-> {real})" if real != given.absolute() else "")
+    for source in inputs:
+        if source is not None and _same_file(real, Path(source)):
+            raise ConfigError(f"{shown} is an input file of this command; write to another file")
+    if real.exists():
+        mode = real.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"{shown} is a directory; name a file in it")
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{shown} is not a regular file (a device, FIFO or socket); name a regular file")
+    parent = real.parent
+    if parent.exists() and not parent.is_dir():
+        raise ConfigError(f"{shown}: {parent} is not a directory")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{shown}: cannot create the folder {parent} ({exc.strerror or exc})") from None
+    if lock:
+        lock_file = lock_path(real)
+        if lock_file.exists() and not lock_file.is_file():
+            raise ConfigError(f"{shown}: its lock {lock_file} exists and is not a regular file; remove it")
+    existed = real.exists()
+    try:
+        with real.open("ab"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{shown} cannot be written ({exc.strerror or exc}); choose another path") from None
+    if not existed:
+        real.unlink(missing_ok=True)
+    return real
 
 
 # -- one writer -----------------------------------------------------------------------------------
@@ -135,8 +245,9 @@ def run_lock(path: Path) -> Iterator[Path]:
     killed process is not locked and is taken over. The file holds the holder's pid, for the message.
     Re-entrant within a process.
     """
+    path = Path(path).resolve()  # through links: two names of one file share one lock
     lock = lock_path(path)
-    key = lock.resolve()
+    key = lock
     with _held_guard:
         if key in _held:
             _held[key] += 1
@@ -162,9 +273,16 @@ def run_lock(path: Path) -> Iterator[Path]:
 
 @contextmanager
 def _exclusive(path: Path, lock: Path) -> Iterator[None]:
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot create the folder {lock.parent} ({exc.strerror or exc})") from None
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot take the lock {lock} ({exc.strerror or exc}); remove it if it is "
+                              "not a file, or write to another --out") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -163,6 +163,24 @@ def _texts(outputs: Any) -> list[str]:
     return out
 
 
+def _cleaned(outputs: Any) -> Any:
+    """Outputs with every text through the incoming-text rule (`ppoga_dspy.text.clean`): a lone surrogate,
+    NUL or escape sequence in a reply never reaches the parser, the cache, a run file or a terminal."""
+    from ppoga_dspy.text import clean
+
+    if not isinstance(outputs, list):
+        return outputs
+    out = []
+    for item in outputs:
+        if isinstance(item, str):
+            item = clean(item)
+        elif isinstance(item, dict):
+            item = {k: clean(v) if isinstance(v, str) and k in ("text", "reasoning_content") else v
+                    for k, v in item.items()}
+        out.append(item)
+    return out
+
+
 def _cap(outputs: Any, cap: int) -> tuple[Any, list[dict[str, int]]]:
     """Outputs with every text cut to `cap` characters, and a note per cut."""
     if not isinstance(outputs, list):
@@ -257,8 +275,8 @@ class GuardedLM(dspy.LM):
                 self.stats.add(calls=1, cache_hits=1)
                 if scope is not None:
                     scope.cache_hits += 1
-                return self._replay(hit)
-        outputs = self._attempts(prompt, messages, kwargs)
+                return _cleaned(self._replay(hit))  # an entry cached before the rule existed
+        outputs = _cleaned(self._attempts(prompt, messages, kwargs))
         outputs, cuts = _cap(outputs, reply_cap(kwargs.get("max_tokens") or self.kwargs.get("max_tokens")))
         self.stats.add(calls=1, truncated=len(cuts))
         if scope is not None:

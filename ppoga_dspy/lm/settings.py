@@ -162,12 +162,18 @@ def default_config_file() -> Path | None:
 
 def read_lm_table(path: Path) -> dict[str, Any]:
     """The `[lm]` table of TOML file `path` ({} when the file has none)."""
+    from ppoga_dspy.text import clean_tree
+
+    if path.exists() and not path.is_file():  # a directory, device or FIFO: never read
+        raise LMConfigError(f"config file {path} is not a regular file; fix --config / ${CONFIG_ENV}")
     try:
         with path.open("rb") as handle:
-            document = tomllib.load(handle)
+            document = clean_tree(tomllib.loads(handle.read(1_000_000).decode("utf-8")))
     except FileNotFoundError as exc:
         raise LMConfigError(f"config file {path} does not exist; fix --config / ${CONFIG_ENV} or create it") from exc
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise LMConfigError(f"cannot read config file {path}: byte {exc.start} is not UTF-8 (TOML is UTF-8)") from None
+    except (OSError, tomllib.TOMLDecodeError, RecursionError, ValueError) as exc:
         raise LMConfigError(f"cannot read config file {path}: {exc}") from exc
     table = document.get(TOML_TABLE, {})
     if not isinstance(table, dict):

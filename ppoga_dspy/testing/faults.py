@@ -14,7 +14,10 @@ and stop on `close()` (or leaving the `with` block). Only the standard library i
 LM modes (`LM_MODES`): `ok` (a well-formed ChatAdapter reply for whatever fields the prompt asks
 for), `empty` (an empty message), `garbage` (text in no format), `huge` (a 100 KB reply),
 `always-replan` (well-formed, but every decision is "replan"), `http500`, `hang` (read the request,
-never answer).
+never answer); hostile text in well-formed replies (`HOSTILE_TEXT[mode]` in every free-text field):
+`surrogate` (a lone surrogate, sent as a JSON `\\ud800` escape), `markup` (rich markup and a markup link),
+`escapes` (terminal colours, a hyperlink and clear-screen); `echo-key` (HTTP 401 whose body echoes the
+request's Authorization header, as some gateways do).
 
 SPARQL modes (`SPARQL_MODES`): `refuse` (the port is closed: connection refused), `hang`,
 `http500`, `garbage-json` (200 with a body that is not JSON), `non-utf8` (200 with JSON whose
@@ -34,12 +37,19 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["LM_MODES", "SPARQL_MODES", "FaultLMServer", "FaultSparqlServer", "free_port"]
+__all__ = ["HOSTILE_TEXT", "LM_MODES", "SPARQL_MODES", "FaultLMServer", "FaultSparqlServer", "free_port"]
 
-LM_MODES = ("ok", "empty", "garbage", "huge", "always-replan", "http500", "hang")
+LM_MODES = ("ok", "empty", "garbage", "huge", "always-replan", "http500", "hang", "surrogate", "markup", "escapes",
+            "echo-key")
 SPARQL_MODES = ("ok", "refuse", "hang", "http500", "garbage-json", "non-utf8")
 
 HUGE_REPLY_BYTES = 100_000
+#: What the hostile-text modes put into every free-text field of a well-formed reply.
+HOSTILE_TEXT = {
+    "surrogate": "bad \ud800 text",
+    "markup": "[/] [link=http://evil.example]click[/link] [bold red]x",
+    "escapes": "\x1b[31mred\x1b[0m \x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\ \x1b[2J\x1b[H",
+}
 _MAX_BODY = 8 * 1024 * 1024
 
 # DSPy's ChatAdapter system prompt lists "Your output fields are:\n1. `name` (type): ..."
@@ -159,8 +169,8 @@ def _fields(system: str) -> list[tuple[str, str]]:
     return _FIELD.findall(match.group(1)) if match else []
 
 
-def _value(name: str, kind: str, *, replan: bool) -> str:
-    """A plausible value for one output field, from its declared type."""
+def _value(name: str, kind: str, *, replan: bool, hostile: str = "") -> str:
+    """A plausible value for one output field, from its declared type (free text: `hostile` when given)."""
     if "Literal" in kind:
         options = re.findall(r"'([^']*)'", kind)
         if replan and "replan" in options:
@@ -169,17 +179,18 @@ def _value(name: str, kind: str, *, replan: bool) -> str:
     if kind.startswith("list"):
         if "PlanStep" in kind or name in ("steps", "new_steps"):
             return json.dumps([{"objective": "find the answer", "expected_outcome": "an entity"}])
-        return json.dumps(["unknown"])
+        return json.dumps([hostile or "unknown"])
     if kind in ("int", "float"):
         return "0"
     if kind == "bool":
         return "false"
-    return "replanning" if replan else "unknown"
+    return hostile or ("replanning" if replan else "unknown")
 
 
-def chat_reply(system: str, *, replan: bool = False) -> str:
+def chat_reply(system: str, *, replan: bool = False, hostile: str = "") -> str:
     """A ChatAdapter-format reply filling every output field the system prompt names."""
-    parts = [f"[[ ## {name} ## ]]\n{_value(name, kind, replan=replan)}" for name, kind in _fields(system)]
+    parts = [f"[[ ## {name} ## ]]\n{_value(name, kind, replan=replan, hostile=hostile)}"
+             for name, kind in _fields(system)]
     parts.append("[[ ## completed ## ]]")
     return "\n\n".join(parts)
 
@@ -199,6 +210,11 @@ class _LMHandler(_Quiet):
             error = {"error": {"message": "fault server: internal error", "type": "server_error", "code": None}}
             self._reply(500, json.dumps(error).encode(), "application/json")
             return
+        if mode == "echo-key":
+            seen = self.headers.get("Authorization", "")
+            error = {"error": {"message": f"invalid credentials: {seen}", "type": "auth_error", "code": 401}}
+            self._reply(401, json.dumps(error).encode(), "application/json")
+            return
         try:
             payload = json.loads(raw or b"{}")
         except json.JSONDecodeError:
@@ -212,7 +228,7 @@ class _LMHandler(_Quiet):
         elif mode == "huge":
             text = ("[[ ## " + "m.0huge " * 8 + "## ]]\n") + ("m.0mediator " * (HUGE_REPLY_BYTES // 12))
         else:
-            text = chat_reply(system, replan=mode == "always-replan")
+            text = chat_reply(system, replan=mode == "always-replan", hostile=HOSTILE_TEXT.get(mode, ""))
         body = {
             "id": f"fault-{owner.requests}",
             "object": "chat.completion",
