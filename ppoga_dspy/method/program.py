@@ -105,7 +105,8 @@ class PPoGA(dspy.Module):
         except LMCallError as exc:
             failure = ("lm", str(exc))
         except Exception as exc:  # a bug must not stop an evaluation; it is recorded with its type
-            log.exception("PPoGA failed on %r", question)
+            log.error("PPoGA failed on %r: %s: %s", question, type(exc).__name__, exc,
+                      exc_info=log.isEnabledFor(logging.DEBUG))  # the traceback with --debug only
             failure = ("internal", f"{type(exc).__name__}: {exc}")
         return [], [], "", failure
 

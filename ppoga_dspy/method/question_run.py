@@ -114,6 +114,8 @@ class QuestionRun:
             return _salvaged(exc, predictor)
         except ValueError as exc:
             event.error = f"{type(exc).__name__}: {_first_line(exc)}"
+            if not _from_reply_parsing(exc):  # our own error (e.g. a damaged demo pool), not the model's mistake:
+                raise  # a fallback would hide it behind an 'ok' question; the question fails as 'internal'
             return None
         except Exception as exc:  # the LM itself failed: not a bad reply, the question cannot go on
             event.error = f"{type(exc).__name__}: {_first_line(exc)}"
@@ -152,6 +154,17 @@ def _salvaged(exc: Any, predictor: Any) -> Any | None:
     prediction = dspy.Prediction(**values)
     prediction._salvaged = True
     return prediction
+
+
+def _from_reply_parsing(exc: BaseException) -> bool:
+    """True when the error was raised while an adapter parsed a reply (a model's mistake a fallback may cover)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name.startswith("parse") or "adapter" in code.co_filename.rsplit("/", 2)[-1]:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _first_line(exc: BaseException) -> str:

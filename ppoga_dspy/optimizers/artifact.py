@@ -166,13 +166,23 @@ def _with_fused_defaults(state: dict[str, Any], program) -> dict[str, Any]:
 
 
 def load_artifact(path: str | Path) -> Artifact:
+    """Read and check an artifact whole (ArtifactError, one line, exit 6): a regular file of UTF-8 JSON, not nested
+    beyond reason, its text through the incoming rule (`ppoga_dspy.text.clean`), its knn pool valid."""
+    from ppoga_dspy.text import clean_tree
+
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"no artifact at {path}; `ppoga compile ... --out {path}` writes one")
+    if not path.is_file():
+        raise ArtifactError(f"{path} is not a regular file; an artifact is a .json file from `ppoga compile`")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = clean_tree(json.loads(path.read_bytes().decode("utf-8")), limit=64)
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{path} is not a readable JSON artifact: byte {exc.start} is not UTF-8") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"{path} is not a readable JSON artifact: {exc}") from exc
+    except (RecursionError, ValueError):
+        raise ArtifactError(f"{path} is not a ppoga-dspy artifact: it is nested deeper than any artifact") from None
     if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         found = data.get("schema") if isinstance(data, dict) else None
         raise ArtifactError(f"{path} is not a ppoga-dspy artifact this version reads (schema {found!r}, expected "
@@ -180,6 +190,14 @@ def load_artifact(path: str | Path) -> Artifact:
     missing = [k for k in ("program", "thresholds") if k not in data]
     if missing:
         raise ArtifactError(f"{path} lacks {', '.join(missing)}")
+    wrong = [k for k, kind in (("program", dict), ("thresholds", dict), ("knn", (dict, type(None))))
+             if not isinstance(data.get(k), kind)]
+    if wrong:
+        raise ArtifactError(f"{path}: {', '.join(wrong)} is not a JSON object; compile the artifact again")
+    if data.get("knn"):
+        from ppoga_dspy.optimizers.knn import DemoPool
+
+        DemoPool.from_dict(data["knn"])  # the whole pool is checked now, not at the first question
     return Artifact(
         program_state=data["program"],
         thresholds=data["thresholds"],

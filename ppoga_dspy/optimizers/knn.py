@@ -36,6 +36,10 @@ from ppoga_dspy.optimizers.traces import QuestionTrace
 
 EMBEDDER = "all-MiniLM-L6-v2"
 POOL_FORMAT = "ppoga-dspy/knn-pool/1"
+#: The width of EMBEDDER's vectors: a pool whose vectors have another width cannot be ranked against a question.
+EMBEDDING_WIDTH = 384
+#: Demos per predictor a pool may give: more only lengthens every prompt (a k of a billion put every demo in).
+MAX_K = 32
 
 
 _WORD = re.compile(r"[^\s?,.!;:]+|[?,.!;:]")
@@ -75,7 +79,7 @@ def embed_questions(questions: list[str]):
     from ppoga_dspy.method.pruning import EmbeddingRanker
 
     if not questions:
-        return np.zeros((0, 384), dtype=np.float32)
+        return np.zeros((0, EMBEDDING_WIDTH), dtype=np.float32)
     questions = [question_template(q) for q in questions]
     vectors = EmbeddingRanker.model().encode(questions, normalize_embeddings=True, batch_size=64,
                                              show_progress_bar=False)
@@ -104,8 +108,8 @@ class DemoPool:
     @classmethod
     def from_traces(cls, traces: list[QuestionTrace], *, k: int, teacher: str = "") -> DemoPool:
         """One pool question per trace (duplicate question texts keep their first trace)."""
-        if k < 1:
-            raise ConfigError(f"--k {k}: give at least one demo per predictor")
+        if not 1 <= k <= MAX_K:
+            raise ConfigError(f"--k {k}: give 1 to {MAX_K} demos per predictor")
         questions: list[str] = []
         records: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         seen: set[str] = set()
@@ -205,16 +209,22 @@ class DemoPool:
             matrix = np.frombuffer(raw, dtype=np.float16).reshape(stored["shape"]).astype(np.float32)
             questions = [str(q) for q in data["questions"]]
             records = {str(name): [(int(i), dict(f)) for i, f in stage] for name, stage in data["records"].items()}
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ArtifactError(f"the artifact's knn pool is damaged ({type(exc).__name__}: {exc}); "
                                 "compile it again") from exc
+        if matrix.ndim != 2 or matrix.shape[1] != EMBEDDING_WIDTH or not np.isfinite(matrix).all():
+            raise ArtifactError(f"the knn pool's vectors have shape {list(matrix.shape)}, not (n, {EMBEDDING_WIDTH}) "
+                                f"finite numbers as {EMBEDDER} writes them; compile it again")
+        k = data.get("k", 3)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise ArtifactError(f"the knn pool's k is {k!r}; it must be a whole number from 1 to {MAX_K}")
         if matrix.shape[0] != len(questions):
             raise ArtifactError(f"the knn pool has {len(questions)} questions but {matrix.shape[0]} embeddings; "
                                 "compile it again")
         bad = [i for stage in records.values() for i, _ in stage if not 0 <= i < len(questions)]
         if bad:
             raise ArtifactError(f"the knn pool names question {bad[0]}, outside its {len(questions)} questions")
-        return cls(questions=questions, embeddings=matrix, records=records, k=int(data.get("k", 3)),
+        return cls(questions=questions, embeddings=matrix, records=records, k=k,
                    teacher=str(data.get("teacher", "")), embedder=str(data.get("embedder", EMBEDDER)))
 
 
