@@ -322,7 +322,10 @@ class FreebaseDialect(PrefixedDialect):
 
 # An IRN name: anything printable without whitespace (the KBs write spaces as `_`). Quotes and
 # backslashes do occur (`David_\"Buck\"_Wheat`), so names are percent-encoded into IRIs.
-_IRN_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,1000}")
+# One name rule for the IRN loader (kg/importers.py) and the dialect, so a KB that loads can be queried: 1-1000
+# characters, inner spaces allowed (MetaQA's names hold them), no tab, line break or control, no outer space.
+_IRN_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f](?:[^\t\n\r\x0b\x0c\x00-\x1f\x7f-\x9f\u2028\u2029]{0,998}"
+                       r"[^\s\x00-\x1f\x7f-\x9f])?")
 
 
 def pql_relation(name: str) -> str:
@@ -342,19 +345,20 @@ class IrnDialect(Dialect):
         super().__init__(language=language)
 
     @staticmethod
-    def _check(value: object, what: str) -> str:
+    def check_name(value: object, what: str) -> str:
+        """`value` when it is a valid IRN name (the loader stores only such names); else InvalidIdentifier."""
         if not isinstance(value, str) or not _IRN_NAME.fullmatch(value):
             raise InvalidIdentifier(
                 f"irn dialect: {value!r} is not a valid {what} name (names are 1-1000 characters without "
-                "spaces, tabs or line breaks; the KBs write spaces as _)"
+                "tabs, line breaks, control characters or outer spaces)"
             )
         return value
 
     def entity_iri(self, entity_id: str) -> str:
-        return IRN_ENTITY + quote(self._check(entity_id, "entity"), safe="")
+        return IRN_ENTITY + quote(self.check_name(entity_id, "entity"), safe="")
 
     def relation_iri(self, relation_id: str) -> str:
-        return IRN_RELATION + quote(pql_relation(self._check(relation_id, "relation")), safe="")
+        return IRN_RELATION + quote(pql_relation(self.check_name(relation_id, "relation")), safe="")
 
     def entity_id(self, iri: str) -> str | None:
         return unquote(iri[len(IRN_ENTITY) :]) if iri.startswith(IRN_ENTITY) else None

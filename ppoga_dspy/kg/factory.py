@@ -66,6 +66,10 @@ def open_kg(
             if not is_store_dir(path):
                 raise KGSpecError(f"{path} is a directory but not a store made by `ppoga kg load`; expected {ACCEPTED}")
             meta = read_meta(path)
+            if meta.get("triples") == 0:
+                from ppoga_dspy.kg.base import KGLoadError
+
+                raise KGLoadError(f"the store {path} holds no triples; load a KG into it with `ppoga kg load`")
             engine = EmbeddedStore.open_dir(path, timeout=timeout)
             return SparqlGraph(engine, make(dialect or meta.get("dialect", "rdf")), cache_size=cache_size)
         if path.is_file():
@@ -85,4 +89,7 @@ def _open_files(paths: list[Path], dialect, make, *, timeout: float, cache_size:
         raise KGLoadError(f"no such KG file: {', '.join(map(str, missing))}; expected {ACCEPTED}")
     chosen = make(dialect or detect_dialect(paths))
     engine = EmbeddedStore.in_memory(paths, timeout=timeout)
+    if engine.count_triples() == 0:  # every question would spend LM calls on a graph that answers nothing
+        engine.close()
+        raise KGLoadError(f"{', '.join(map(str, paths))} holds no triples; is it the right KG file?")
     return SparqlGraph(engine, chosen, cache_size=cache_size)

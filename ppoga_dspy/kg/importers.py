@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ppoga_dspy.kg.base import KGLoadError
+from ppoga_dspy.kg.base import InvalidIdentifier, KGLoadError
 from ppoga_dspy.kg.dialects import (
     FREEBASE_NS,
     IRN_ENTITY,
     IRN_RELATION,
     RDFS_LABEL,
     WIKIDATA_ENTITY,
+    IrnDialect,
     pql_relation,
 )
 from ppoga_dspy.kg.terms import escape_string
@@ -120,6 +121,11 @@ def irn_ntriples(path: str | Path, seen: set[str] | None = None) -> Iterator[str
                         f"(subject, relation, object); got {line[:120]!r}"
                     )
                 subject, relation, obj = (p.strip() for p in parts)
+                for value, what in ((subject, "entity"), (relation, "relation"), (obj, "entity")):
+                    try:  # what the dialect would refuse at query time is refused here, with its line
+                        IrnDialect.check_name(value, what)
+                    except InvalidIdentifier as exc:
+                        raise KGLoadError(f"{path}:{number}: {exc}") from None
                 s = _nt_iri(IRN_ENTITY + quote(subject, safe=""))
                 o = _nt_iri(IRN_ENTITY + quote(obj, safe=""))
                 r = _nt_iri(IRN_RELATION + quote(pql_relation(relation), safe=""))

@@ -75,6 +75,8 @@ class PPoGA(dspy.Module):
                           stages=StageMode(self.stages))
         run.tools = KGTools(self.kg, run.costs, memory)
         answers, answer_ids, reasoning, failure = self._guarded(run, question, topic_entities)
+        if failure is None and run.tools.all_failed():  # fallbacks over a graph that answered nothing: not "ok"
+            answers, answer_ids, reasoning, failure = [], [], "", run.tools.all_failed()
         status, error_kind, error = ("failed", *failure) if failure else ("ok", None, None)
         if error:
             run.note("failed", kind=error_kind, error=error)

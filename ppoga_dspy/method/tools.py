@@ -27,6 +27,16 @@ class KGTools:
         self._costs = costs
         self._memory = memory
         self.tools = self._make_tools()
+        self.calls = 0  # KG calls made, and how many of them raised (see `all_failed`)
+        self.failures = 0
+        self.last_error = ""
+
+    def all_failed(self) -> tuple[str, str] | None:
+        """("kg", why) when this question called the KG and every call failed: its answer cannot come from the
+        graph, so the question fails with kind "kg" rather than ending "ok" on fallbacks; else None."""
+        if self.calls and self.failures == self.calls:
+            return "kg", f"every KG query of this question failed ({self.calls}; last: {self.last_error})"
+        return None
 
     def _make_tools(self) -> dict[str, Any]:
         import dspy
@@ -61,10 +71,13 @@ class KGTools:
     def _metered(self, op: str, args: dict[str, Any], fn):
         started = time.perf_counter()
         event = TraceEvent(stage=f"kg.{op}", inputs=args)
+        self.calls += 1
         try:
             result = fn()
         except Exception as exc:
             event.error = f"{type(exc).__name__}: {exc}"
+            self.failures += 1
+            self.last_error = event.error[:300]
             raise
         finally:
             elapsed = time.perf_counter() - started
