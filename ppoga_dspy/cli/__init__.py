@@ -68,8 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     from ppoga_dspy.errors import INTERRUPTED, PPoGAError, exit_code_of
 
+    terminated, restore = _stop_on_sigterm()
     try:
-        return int(handler(args) or 0)
+        code = int(handler(args) or 0)
+        return TERMINATED if terminated and code == INTERRUPTED else code
     except PPoGAError as exc:
         if args.debug:
             raise
@@ -77,7 +79,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code_of(exc)
     except KeyboardInterrupt:
         print(f"ppoga {args.command}: interrupted", file=sys.stderr)
-        return INTERRUPTED
+        return TERMINATED if terminated else INTERRUPTED
+    finally:
+        restore()
+
+
+#: The exit code after SIGTERM (128 + 15), once the questions in flight are written.
+TERMINATED = 143
+
+
+def _stop_on_sigterm():
+    """SIGTERM acts like Ctrl-C: `ppoga eval` stops starting questions, writes those in flight (their LM calls are
+    paid), says how to resume and exits 143. A second SIGTERM while they finish is ignored (SIGKILL still stops it).
+    Returns a list that holds the signal once it came, and the function that puts the old handler back."""
+    import signal
+    import threading
+
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # only the main thread can install handlers
+        return came, lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, frame: object) -> None:
+        came.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    return came, lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def one_line(exc: BaseException) -> str:

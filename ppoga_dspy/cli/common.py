@@ -19,8 +19,8 @@ __all__ = ["ORACLE_LM", "add_dataset_options", "add_program_options", "at_least"
            "offline_environment", "positive_float", "print_json", "program_settings"]
 
 
-def at_least(minimum: int, *, hint: str = ""):
-    """An argparse `type` for an integer >= minimum; a bad value is one line saying what is accepted."""
+def at_least(minimum: int, *, hint: str = "", maximum: int | None = None):
+    """An argparse `type` for an integer >= minimum (and <= maximum); a bad value is one line saying what is accepted."""
 
     def parse(text: str) -> int:
         try:
@@ -29,6 +29,8 @@ def at_least(minimum: int, *, hint: str = ""):
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is too small; use {minimum} or more{hint}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{value} is too large; use at most {maximum}{hint}")
         return value
 
     parse.__name__ = "integer"
@@ -46,8 +48,10 @@ def positive_float(text: str) -> float:
     return value
 
 
-#: `--threads`: questions in parallel, at least one.
-THREADS = at_least(1, hint=" (questions answered in parallel)")
+#: `--threads`: questions in parallel, 1 to MAX_THREADS (a thousand threads abort under a memory limit, and no
+#: LM server serves that many requests at once).
+MAX_THREADS = 128
+THREADS = at_least(1, hint=" (questions answered in parallel)", maximum=MAX_THREADS)
 
 
 def offline_environment() -> None:

@@ -85,6 +85,8 @@ def _eval(args: argparse.Namespace) -> int:
     from ppoga_dspy.errors import INTERRUPTED, QUESTIONS_FAILED
 
     if result.interrupted:
+        print(f"ppoga eval: stopped; {len(rows)} finished questions are saved in {args.out} (the ones in flight "
+              "included); rerun the same command to resume", file=sys.stderr)
         return INTERRUPTED
     if summary["failed"]:
         print(f"ppoga eval: {summary['failed']} of {summary['n']} questions failed (see status and error in "
