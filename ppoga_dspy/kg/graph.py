@@ -22,6 +22,7 @@ from typing import Protocol
 from ppoga_dspy.kg.base import Direction, Entity, InvalidIdentifier, KGError, KGStats, Relation
 from ppoga_dspy.kg.cache import LRUCache
 from ppoga_dspy.kg.dialects import Dialect, normalise_label, spelling_variants
+from ppoga_dspy.text import clean
 from ppoga_dspy.kg.terms import Row, iri_ref
 
 VALUES_CHUNK = 200
@@ -264,7 +265,7 @@ class SparqlGraph(AbstractContextManager):  # `with` closes it
                         if type_id:
                             types.setdefault(node, set()).add(type_id)
                 elif o.is_literal:
-                    key = (self.dialect.label_rank(o.lang), o.value)
+                    key = (self.dialect.label_rank(o.lang), clean(o.value))  # KG text is outside text
                     if node not in best or key < best[node]:
                         best[node] = key
         return {node: (best[node][1] if node in best else None, frozenset(types.get(node, ()))) for node in iris}

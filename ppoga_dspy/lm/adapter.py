@@ -76,8 +76,37 @@ def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
     return inline(schema)
 
 
+def neutral(value: Any) -> Any:
+    """`value` with every string in it through `ppoga_dspy.text.neutralise_fields`: no value (a KG label, a
+    question, a demo) can open a field of its own in the prompt (a `[[ ## decision ## ]]` in a label once set
+    another stage's decision through an echoing model)."""
+    from ppoga_dspy.text import neutralise_fields
+
+    if isinstance(value, str):
+        return neutralise_fields(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(neutral(item) for item in value) if isinstance(value, list) else tuple(map(neutral, value))
+    if isinstance(value, dict) or (callable(getattr(value, "items", None)) and not isinstance(value, pydantic.BaseModel)):
+        return {key: neutral(item) for key, item in value.items()}  # a demo is a dspy.Example
+    if isinstance(value, pydantic.BaseModel):
+        try:
+            return value.model_copy(update={name: neutral(getattr(value, name)) for name in type(value).model_fields})
+        except (TypeError, ValueError, AttributeError):
+            return value
+    return value
+
+
 class CompactChatAdapter(ChatAdapter):
-    """ChatAdapter whose system message states each field once (see the module docstring for why)."""
+    """ChatAdapter whose system message states each field once (see the module docstring for why), and whose
+    field values can never hold a field header (`neutral`)."""
+
+    def format_user_message_content(self, signature: Any, inputs: dict[str, Any], prefix: str = "", suffix: str = "",
+                                    main_request: bool = False) -> str:
+        return super().format_user_message_content(signature, neutral(inputs), prefix, suffix, main_request)
+
+    def format_assistant_message_content(self, signature: Any, outputs: dict[str, Any],
+                                         missing_field_message: Any = None) -> str:
+        return super().format_assistant_message_content(signature, neutral(outputs), missing_field_message)
 
     def format_field_structure(self, signature: Any) -> str:
         import json

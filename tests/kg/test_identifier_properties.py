@@ -61,7 +61,12 @@ def test_an_accepted_entity_id_binds_exactly_its_iri(name, ident):
     assert isinstance(term, pyoxigraph.NamedNode) and term.value == iri
     assert dialect.entity_id(term.value) == ident
     for suffix in ("\n", "\r\n", " ", "\t", "> . ?s ?p ?o . <x:"):
-        assert _accepted(dialect.entity_iri, ident + suffix) is None, repr(ident + suffix)
+        extended = _accepted(dialect.entity_iri, ident + suffix)
+        if extended is not None and name == "irn" and suffix.strip() == suffix:
+            # IRN names may hold inner spaces (MetaQA's do, issue 30): percent-encoded, bound exactly, never syntax
+            assert _bound(iri_ref(extended)).value == extended and " " not in extended
+            continue
+        assert extended is None, repr(ident + suffix)
 
 
 @SETTINGS
