@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ppoga_dspy.experiments.metrics import breakdown
+from ppoga_dspy.text import redact
 from ppoga_dspy.experiments.runs import (
     EvaluationError,
     RunLocked,
@@ -86,7 +87,7 @@ def record_for(example: Any, prediction: Any, seconds: float) -> dict[str, Any]:
         "time": round(seconds, 4),
         "status": getattr(prediction, "status", "ok"),
         "error_kind": getattr(prediction, "error_kind", None),
-        "error": getattr(prediction, "error", None),
+        "error": redact(prediction.error) if getattr(prediction, "error", None) else None,  # never a key
         "metrics": metrics,
         "metadata": metadata,
         "costs": costs,

@@ -349,7 +349,9 @@ class GuardedLM(dspy.LM):
                 f"the LM {where} did not answer within {within}, {tries} tries; check that the server is up "
                 "and serving this model, or raise --lm-timeout / --lm-retries"
             )
-        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        from ppoga_dspy.text import for_terminal
+
+        reason = for_terminal(str(exc).strip().splitlines()[0][:200]) if str(exc).strip() else type(exc).__name__
         return LMUnavailableError(
             f"the LM {where} failed {tries} tries (last: {reason}); check the server, or raise --lm-retries"
         )

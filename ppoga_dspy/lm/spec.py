@@ -61,9 +61,25 @@ def _invalid(spec: object, why: str) -> LMConfigError:
     return LMConfigError(f"invalid LM spec {spec!r}: {why}. Accepted forms: {ACCEPTED_FORMS}")
 
 
+#: Query parameters that carry a credential: refused in a base URL (it would be stored and printed everywhere).
+_SECRET_PARAMS = re.compile(r"(?i)^(api[-_]?key|apikey|key|access[-_]?token|token|auth|secret|password|sig)$")
+
+
 def check_base_url(url: str, *, spec: object = None) -> str:
-    """Return `url` without a trailing slash if it is an absolute http(s) URL, else raise LMConfigError."""
+    """Return `url` without a trailing slash if it is an absolute http(s) URL without credentials, else raise
+    LMConfigError (the message never repeats the credential)."""
+    from urllib.parse import parse_qsl
+
+    from ppoga_dspy.text import redact
+
     parts = urlsplit(url)
+    secret = "@" in parts.netloc or any(_SECRET_PARAMS.match(k) for k, _ in parse_qsl(parts.query, True))
+    if secret:
+        raise LMConfigError(
+            f"the LM URL {redact(url)!r} carries a credential; URLs are stored in artifacts, run files and traces, "
+            "so keys are not taken from them: put the key in the provider's variable (e.g. OPENAI_API_KEY) or "
+            "name a variable with api_key_env in ppoga.toml"
+        )
     if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in url):
         why = f"base URL {url!r} is not an absolute http(s) URL"
         if spec is None:

@@ -168,5 +168,8 @@ def _from_reply_parsing(exc: BaseException) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    """An error's first line as it is stored (trace, run file) and printed: outside text, secrets redacted."""
+    from ppoga_dspy.text import for_terminal
+
+    text = for_terminal(str(exc)).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
