@@ -20,7 +20,8 @@ __all__ = ["ORACLE_LM", "add_dataset_options", "add_program_options", "at_least"
 
 
 def at_least(minimum: int, *, hint: str = "", maximum: int | None = None):
-    """An argparse `type` for an integer >= minimum (and <= maximum); a bad value is one line saying what is accepted."""
+    """An argparse `type` for an integer >= minimum (and <= maximum); a bad value is one line saying what is
+    accepted."""
 
     def parse(text: str) -> int:
         try:

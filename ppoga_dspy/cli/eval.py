@@ -44,11 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _eval(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.app import open_program
-    from ppoga_dspy.experiments.evaluate import example_id, program_fingerprint, run_evaluation, summarize
-    from ppoga_dspy.experiments.runs import run_lock
-
     from ppoga_dspy.experiments.datasets import parse_spec
-    from ppoga_dspy.experiments.runs import check_output_path
+    from ppoga_dspy.experiments.evaluate import example_id, program_fingerprint, run_evaluation, summarize
+    from ppoga_dspy.experiments.runs import check_output_path, run_lock
 
     args.out = check_output_path(args.out, inputs=(parse_spec(args.dataset)[1],), lock=True)  # before any work
     settings = common.program_settings(args)

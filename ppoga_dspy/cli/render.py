@@ -27,13 +27,16 @@ def render_prediction(console, result: dict[str, Any]) -> None:
 
     memory = result.get("memory") or {}
     strategic = memory.get("strategic") or {}
-    console.print(Panel(Text(_t(result["question"]), style="bold"), title="question", subtitle=_m(result["kg"])))
-    topics = ", ".join(f"{_m(t['label'])} ({_m(t['id'])})" for t in strategic.get("topic_entities", [])) or "(none linked)"
+    question = Text(_t(result["question"]), style="bold")
+    console.print(Panel(question, title="question", subtitle=_m(result["kg"])))
+    linked = strategic.get("topic_entities", [])
+    topics = ", ".join(f"{_m(t['label'])} ({_m(t['id'])})" for t in linked) or "(none linked)"
     console.print(f"[bold]Topic entities:[/] {topics}")
     for number, plan in enumerate(strategic.get("archived_plans", []), 1):
         console.print(f"[magenta]Plan {number} (abandoned):[/] " + " | ".join(_m(s["objective"]) for s in plan))
     plan = strategic.get("plan", [])
-    console.print("[bold]Plan:[/] " + (" | ".join(f"{_m(s['objective'])} \\[{_m(s['status'])}]" for s in plan) or "(none)"))
+    steps = " | ".join(f"{_m(s['objective'])} \\[{_m(s['status'])}]" for s in plan)
+    console.print("[bold]Plan:[/] " + (steps or "(none)"))
     for cycle in memory.get("step_cycles", []):
         style = _DECISION_STYLE.get(cycle["decision"], "white")
         body = Text()
@@ -77,7 +80,8 @@ def render_prediction(console, result: dict[str, Any]) -> None:
     by_role = costs.get("lm_calls_by_role") or {}
     if by_role:
         tokens = costs.get("tokens_by_role") or {}
-        console.print("by role: " + ", ".join(f"{_m(k)} {v} calls / {tokens.get(k, 0)} tokens" for k, v in by_role.items()))
+        console.print("by role: " + ", ".join(f"{_m(k)} {v} calls / {tokens.get(k, 0)} tokens"
+                                              for k, v in by_role.items()))
     if costs.get("cost_usd"):
         console.print(f"cost reported by the backend: ${costs['cost_usd']:.4f}")
 

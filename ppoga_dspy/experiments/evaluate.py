@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-import json
 import statistics
 import threading
 import time
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from ppoga_dspy.experiments.metrics import breakdown
-from ppoga_dspy.text import redact
 from ppoga_dspy.experiments.runs import (
     EvaluationError,
     RunLocked,
@@ -46,6 +44,7 @@ from ppoga_dspy.experiments.runs import (
     row_line,
     run_lock,
 )
+from ppoga_dspy.text import redact
 
 __all__ = ["EvaluationError", "RunLocked", "RunMismatch", "RunResult", "answer_one", "example_id", "parallel_map",
            "program_fingerprint", "read_run", "record_for", "run_evaluation", "score_program", "summarize",

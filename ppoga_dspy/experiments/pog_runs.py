@@ -106,9 +106,7 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
 
     Our run files carry their metrics. A PoG file needs `dataset` (a loader spec) for its gold answers.
     """
-    from ppoga_dspy.experiments.runs import read_rows, read_run
-
-    from ppoga_dspy.experiments.runs import check_run_file
+    from ppoga_dspy.experiments.runs import check_run_file, read_rows, read_run
 
     path = Path(path)
     check_run_file(path)  # a device or FIFO is never read as a run

@@ -22,8 +22,8 @@ from typing import Protocol
 from ppoga_dspy.kg.base import Direction, Entity, InvalidIdentifier, KGError, KGStats, Relation
 from ppoga_dspy.kg.cache import LRUCache
 from ppoga_dspy.kg.dialects import Dialect, normalise_label, spelling_variants
-from ppoga_dspy.text import clean
 from ppoga_dspy.kg.terms import Row, iri_ref
+from ppoga_dspy.text import clean
 
 VALUES_CHUNK = 200
 MAX_LIMIT = 10_000

@@ -86,7 +86,8 @@ def neutral(value: Any) -> Any:
         return neutralise_fields(value)
     if isinstance(value, (list, tuple)):
         return type(value)(neutral(item) for item in value) if isinstance(value, list) else tuple(map(neutral, value))
-    if isinstance(value, dict) or (callable(getattr(value, "items", None)) and not isinstance(value, pydantic.BaseModel)):
+    mapping = isinstance(value, dict) or callable(getattr(value, "items", None))
+    if mapping and not isinstance(value, pydantic.BaseModel):
         return {key: neutral(item) for key, item in value.items()}  # a demo is a dspy.Example
     if isinstance(value, pydantic.BaseModel):
         try:

@@ -49,8 +49,8 @@ def test_a_pool_or_state_that_disagrees_is_refused_at_load(change, expected, tmp
     assert len(err) == 1 and err[0].startswith("ppoga ask: error: ") and expected in err[0]
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe{}", b"[" * 100_000 + b"]" * 100_000, b'{"a": ' * 5000 + b"1" + b"}" * 5000,
-                                     SHIPPED.read_bytes()[:1000]])
+@pytest.mark.parametrize("content", [b"\xff\xfe{}", b"[" * 100_000 + b"]" * 100_000,
+                                     b'{"a": ' * 5000 + b"1" + b"}" * 5000, SHIPPED.read_bytes()[:1000]])
 def test_stray_bytes_deep_nesting_and_cuts_are_one_line(content, tmp_path, capsys):
     path = tmp_path / "bad.json"
     path.write_bytes(content)
@@ -63,9 +63,9 @@ def test_stray_bytes_deep_nesting_and_cuts_are_one_line(content, tmp_path, capsy
 def test_an_internal_error_in_a_predictor_fails_the_question_not_a_fallback(demo_kg):
     import dspy
 
+    from ppoga_dspy.lm import make_lm
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.testing.faults import FaultLMServer
-    from ppoga_dspy.lm import make_lm
 
     program = PPoGA(demo_kg)
 

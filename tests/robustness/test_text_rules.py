@@ -67,7 +67,8 @@ def test_a_tree_of_outside_text_always_serialises(value):
 
 def test_secrets_are_redacted_wherever_they_appear(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdef")
-    for text in ("http://user:KEY0123456789@host/v1", "https://h/v1?api-key=KEY0123456789", "Authorization: Bearer abcdef0123",
+    for text in ("http://user:KEY0123456789@host/v1", "https://h/v1?api-key=KEY0123456789",
+                 "Authorization: Bearer abcdef0123",
                  '{"api_key": "KEY0123456789"}', "invalid credentials: sk-live-0123456789abcdef",
                  "token=KEY0123456789&x=1", "&key=KEY0123456789"):
         shown = redact(text)
