@@ -113,7 +113,7 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
     with path.open("rb") as handle:
         first = handle.read(4096).lstrip()[:1].decode("ascii", errors="replace")
     # A JSON list is PoG's converted .json; JSONL lines are read as written (PoG's carry no id to de-duplicate by).
-    rows = read_pog_file(path) if first == "[" else read_rows(path)
+    rows = read_pog_file(path) if first == "[" else read_rows(path, require_id=False)
     if rows and all(is_pog_row(r) for r in rows):
         if not dataset:
             raise PoGRunError(f"{path} is a PoG result file, which holds no gold answers: pass --dataset SPEC, "

@@ -68,7 +68,7 @@ def check_run_file(path: Path) -> bool:
     return True
 
 
-def _row(path: Path, number: int, raw: bytes, *, last: bool) -> dict[str, Any] | None:
+def _row(path: Path, number: int, raw: bytes, *, last: bool, require_id: bool = True) -> dict[str, Any] | None:
     """One line as a row; None for a blank line or a crash-cut last line; EvaluationError naming the line."""
     try:
         text = raw.decode("utf-8")
@@ -86,7 +86,7 @@ def _row(path: Path, number: int, raw: bytes, *, last: bool) -> dict[str, Any] |
     if not isinstance(row, dict):
         raise EvaluationError(f"{path}:{number} is JSON but not an object (a row is {{\"id\": ..., ...}}); "
                               "is this a ppoga run file?")
-    if not isinstance(row.get("id"), str):
+    if (require_id or "id" in row) and not isinstance(row.get("id"), str):
         raise EvaluationError(f"{path}:{number} has no string \"id\" (found {type(row.get('id')).__name__}); "
                               "is this a ppoga run file?")
     from ppoga_dspy.text import clean_tree
@@ -94,15 +94,17 @@ def _row(path: Path, number: int, raw: bytes, *, last: bool) -> dict[str, Any] |
     return clean_tree(row)
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Every row of a run file as written (duplicates included); a truncated last line is ignored."""
+def read_rows(path: Path, *, require_id: bool = True) -> list[dict[str, Any]]:
+    """Every row of a run file as written (duplicates included); a truncated last line is ignored.
+
+    `require_id=False` reads JSONL whose rows carry no id (PoG's result files); an id, when present, is a string."""
     path = Path(path)
     if not check_run_file(path):
         return []
     rows = []
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
-            row = _row(path, number, raw, last=not raw.endswith(b"\n"))
+            row = _row(path, number, raw, last=not raw.endswith(b"\n"), require_id=require_id)
             if row is not None:
                 rows.append(row)
     return rows
