@@ -82,7 +82,7 @@ def _eval_command(out: Path, questions: int, extra: list[str]) -> list[str]:
 
 
 def _read_rows(out: Path) -> list[dict]:
-    if not out.exists():
+    if not out.is_file():  # absent, or a FIFO/device/directory given as --out: it holds no rows (never read it)
         return []
     rows = []
     for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
