@@ -171,6 +171,21 @@ def make_lm(
     return _construct(parsed.model_string, {**settings, **kwargs})
 
 
+def as_lm(value: Any, *, what: str = "lm") -> Any:
+    """An LM from whatever a caller passed where an LM is taken: None stays None, a model string is built by
+    `make_lm` (with this package's defaults), an LM object is returned as it is.
+
+    So `PPoGA(kg, role_lms={"planner": "openai/gpt-4o-mini"})` or `compile_program(..., teacher_lm="openai/...")`
+    work as they read. Scripted specs (`oracle/...`) need the examples they follow and are built elsewhere.
+    """
+    if value is None or not isinstance(value, str):
+        return value
+    if value.startswith("oracle/"):
+        raise LMConfigError(f"{what} {value!r} is a scripted planner that follows a dataset's gold paths; build it "
+                            "with ppoga_dspy.experiments.scripted.scripted_lm_for_spec(spec, examples)")
+    return make_lm(value)
+
+
 def _make_embedded(
     parsed: LMSpec, overrides: dict[str, Any], kwargs: dict[str, Any], *, constrain: bool | None = None,
     adapter: str | None = None,

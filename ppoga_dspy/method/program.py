@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 class PPoGA(dspy.Module):
     """Predictive Plan-on-Graph with Action over one KnowledgeGraph.
 
-    `role_lms` binds an LM per role ("planner", "executor"); a role without one uses the LM of the
-    surrounding `dspy.context`/`dspy.configure`. The KG is not a parameter of the compiled program:
+    `role_lms` binds an LM per role ("planner", "executor"), a `dspy.LM` or a model string; a role without one
+    uses the LM of the surrounding `dspy.context`/`dspy.configure`. The KG is not a parameter of the compiled program:
     the same compiled prompts run on any KG with `with_kg`.
     """
 
@@ -52,7 +52,9 @@ class PPoGA(dspy.Module):
         self.executor = Executor(ranker=ranker)
         self.kg = kg
         self.thresholds = thresholds or Thresholds()
-        self.role_lms = dict(role_lms or {})
+        from ppoga_dspy.lm.factory import as_lm
+
+        self.role_lms = {role: as_lm(lm, what=f"role_lms[{role!r}]") for role, lm in (role_lms or {}).items()}
         self.stages = StageMode(stages)  # paper: one call per paper stage; fused: calls sharing inputs merged
 
     def __deepcopy__(self, memo: dict) -> PPoGA:

@@ -105,6 +105,9 @@ def compile_program(
         raise ConfigError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     if not trainset:
         raise ConfigError("the training split is empty: pass a larger dataset or another --split")
+    from ppoga_dspy.lm import as_lm
+
+    teacher_lm = as_lm(teacher_lm, what="teacher_lm")  # a model string works wherever an LM is taken
     student_lm = program.role_lms.get("planner") or dspy.settings.lm
     teacher = _with_lm(program, teacher_lm) if teacher_lm is not None else None
     if optimizer == "finetune":
