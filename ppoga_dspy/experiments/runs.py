@@ -205,6 +205,7 @@ def program_fingerprint(program: Any) -> str:
     dump = getattr(program, "dump_state", None)
     if callable(dump):
         state = dump()
+        state.pop("ppoga", None)  # PPoGA's own section (method/program.py STATE_KEY): thresholds and stages below
         for entry in state.values():
             if isinstance(entry, dict):
                 entry.pop("lm", None)
