@@ -52,7 +52,13 @@ _PARSER: argparse.ArgumentParser | None = None
 def _tune(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.optimizers.artifact import Artifact
-    from ppoga_dspy.optimizers.tune import default_storage, save_plots, savings_at_equal_accuracy, tune_thresholds
+    from ppoga_dspy.optimizers.tune import (
+        default_storage,
+        save_plots,
+        savings_at_equal_accuracy,
+        tune_provenance,
+        tune_thresholds,
+    )
 
     examples = common.load_examples(args)
     from ppoga_dspy.app import open_program
@@ -60,6 +66,8 @@ def _tune(args: argparse.Namespace) -> int:
     with open_program(common.program_settings(args), examples=examples) as opened:
         program, lm_description = opened.program, opened.lm_description
         storage = args.storage or default_storage(args.out)
+        args.provenance = tune_provenance(lm=lm_description, dataset=args.dataset, split=args.split, seed=args.seed,
+                                          examples=examples)  # a study of other work is refused, not resumed
         if args.worker_share is not None:
             return _work(args, program, examples, storage)
         print(f"ppoga tune: {args.trials} trials on {len(examples)} {args.split} questions; study {args.study!r} "
@@ -67,7 +75,7 @@ def _tune(args: argparse.Namespace) -> int:
         workers = _run_workers(args, program, storage) if args.workers > 1 else []
         result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
                                  seed=args.seed, threads=args.threads, heartbeat=args.heartbeat,
-                                 search_switches=args.search_switches)
+                                 search_switches=args.search_switches, provenance=args.provenance)
         program.thresholds = result.best
         images = save_plots(result.study, args.out)
         states = Counter(t.state.name for t in result.study.trials)
@@ -78,11 +86,7 @@ def _tune(args: argparse.Namespace) -> int:
                              "ablation": result.pareto[0]["ablation"] if result.pareto else []},
                   "pareto_front": result.pareto, "images": [str(p) for p in images],
                   "savings": savings_at_equal_accuracy(result.study)}
-        previous = {}
-        if args.program:
-            from ppoga_dspy.optimizers.artifact import load_artifact
-
-            previous = load_artifact(args.program).scores
+        previous = opened.artifact.scores if opened.artifact is not None else {}  # `--program none`: no scores
         artifact = Artifact.from_program(program, lm=lm_description, dataset=args.dataset, split=args.split,
                                          optimizer="optuna-thresholds", scores=previous, tuning=tuning)
         artifact.save(args.out)
@@ -116,7 +120,7 @@ def _work(args: argparse.Namespace, program, examples: list, storage: str) -> in
 
     result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
                              seed=args.seed, threads=args.threads, heartbeat=args.heartbeat,
-                             share=args.worker_share, worker=args.worker_index)
+                             share=args.worker_share, worker=args.worker_index, provenance=args.provenance)
     common.print_json({"worker": os.getpid(), "trials_run": result.trials_run})
     return 0
 
@@ -131,7 +135,7 @@ def _run_workers(args: argparse.Namespace, program, storage: str) -> list[dict]:
     from ppoga_dspy.optimizers.tune import open_study, remaining_trials
 
     study = open_study(storage, study_name=args.study, seed=args.seed, trials=args.trials, base=program.thresholds,
-                       heartbeat=args.heartbeat)
+                       heartbeat=args.heartbeat, provenance=args.provenance)
     shares = worker_shares(remaining_trials(study, args.trials), args.workers)
     argv = _worker_argv(args)
     processes = []
