@@ -42,11 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.add_argument("--json", action="store_true")
     common.add_program_options(cmd)
     cmd.set_defaults(handler=_tune)
-    global _PARSER
-    _PARSER = cmd
-
-
-_PARSER: argparse.ArgumentParser | None = None
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -137,7 +132,7 @@ def _run_workers(args: argparse.Namespace, program, storage: str) -> list[dict]:
     study = open_study(storage, study_name=args.study, seed=args.seed, trials=args.trials, base=program.thresholds,
                        heartbeat=args.heartbeat, provenance=args.provenance)
     shares = worker_shares(remaining_trials(study, args.trials), args.workers)
-    argv = _worker_argv(args)
+    argv = _worker_argv(getattr(args, "argv", None) or sys.argv[1:])
     processes = []
     for index, share in enumerate(shares):
         command = [sys.executable, "-m", "ppoga_dspy", *argv, "--worker-share", str(share),
@@ -164,29 +159,28 @@ def _run_workers(args: argparse.Namespace, program, storage: str) -> list[dict]:
     return outcomes
 
 
-def _worker_argv(args: argparse.Namespace) -> list[str]:
-    """This command's flags as a worker's argv, rebuilt from the parsed values (no reliance on sys.argv)."""
-    assert _PARSER is not None
-    argv = ["--debug"] if getattr(args, "debug", False) else []
-    argv.append("tune")
-    skip = {"help", "workers", "worker_share", "worker_index", "json"}
-    for action in _PARSER._actions:
-        if not action.option_strings or action.dest in skip:
+#: Flags of the parent that a worker must not get again (it gets its own --worker-share / --worker-index).
+_PARENT_ONLY = {"--workers": True, "--json": False}
+
+
+def _worker_argv(argv: list[str]) -> list[str]:
+    """The command line as typed (`args.argv`, from `sys.argv` or `main(argv)`), without the parent-only flags.
+
+    A worker must run the very command the user gave, settings files and environment included, so its
+    line is the user's own; only `--workers N` and `--json` are taken out (an abbreviation of them too,
+    since argparse accepts one).
+    """
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
             continue
-        value = getattr(args, action.dest, None)
-        flag = action.option_strings[-1] if action.option_strings[-1].startswith("--") else action.option_strings[0]
-        if isinstance(action, argparse._StoreTrueAction):
-            argv += [flag] if value else []
-        elif isinstance(action, argparse._StoreFalseAction):
-            argv += [] if value else [flag]
-        elif isinstance(action, argparse.BooleanOptionalAction):
-            if value is not None and value != action.default:
-                argv.append(action.option_strings[0] if value else action.option_strings[1])
-        elif isinstance(action, argparse._AppendAction):
-            for item in value or []:
-                argv += [flag, str(item)]
-        elif isinstance(action, argparse._CountAction):
-            argv += [flag] * int(value or 0)
-        elif value is not None and value != action.default:
-            argv += [flag, *(str(v) for v in value)] if isinstance(value, list) else [flag, str(value)]
-    return argv
+        name, has_value, _ = token.partition("=")
+        owner = next((flag for flag in _PARENT_ONLY if token.startswith("--") and len(name) > 3
+                      and flag.startswith(name)), None)
+        if owner is None:
+            out.append(token)
+            continue
+        skip = _PARENT_ONLY[owner] and not has_value
+    return out
