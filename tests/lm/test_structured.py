@@ -22,7 +22,7 @@ from ppoga_dspy.signatures.planner import Evaluate
 
 @pytest.fixture(scope="module")
 def examples():
-    return load_dataset("demo", limit=4)
+    return load_dataset("demo", limit=2)
 
 
 class OffMenuEngine(ScriptedEngine):
@@ -83,7 +83,8 @@ def test_conform_keeps_members_only():
     reply = '{"entities": ["Nobody Real", "christopher nolan", "Christopher Nolan"], "decision": "Finish"}'
     assert json.loads(conform(reply, "openai", schema)) == {
         "entities": ["Christopher Nolan"], "decision": "finish", "rationale": ""}
-    sections = "[[ ## entities ## ]]\n[\"Emma Thomas\", \"x\"]\n\n[[ ## decision ## ]]\nproceed\n\n[[ ## completed ## ]]"
+    sections = ('[[ ## entities ## ]]\n["Emma Thomas", "x"]\n\n[[ ## decision ## ]]\nproceed\n\n'
+                "[[ ## completed ## ]]")
     assert json.loads(conform(sections, "vllm", schema))["entities"] == ["Emma Thomas"]
     assert conform(" finish\n", "vllm-choice", {"enum": ["proceed", "finish"]}) == "finish"
 
