@@ -14,6 +14,7 @@ study or an evaluation can be described in the file the team shares instead of i
     [program]
     program = "artifacts/gpt-4o-mini.json"  # --program  PPOGA_PROGRAM
     stages = "fused"                        # --stages   PPOGA_STAGES
+    tracing = "mlflow:file:./mlruns"        # --tracing  PPOGA_TRACING (app/tracing.py)
 
     [thresholds]                    # --set NAME=VALUE  PPOGA_SET="max_replans=0,use_prediction=false"
     max_replans = 0
@@ -42,6 +43,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "breaker": ("kg", "PPOGA_KG_BREAKER"),
     "program": ("program", "PPOGA_PROGRAM"),
     "stages": ("program", "PPOGA_STAGES"),
+    "tracing": ("program", "PPOGA_TRACING"),
 }
 THRESHOLDS_TABLE = "thresholds"
 THRESHOLDS_ENV = "PPOGA_SET"

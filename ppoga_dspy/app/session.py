@@ -48,6 +48,8 @@ class ProgramSettings(BaseModel):
         None, description="stage mode: paper (one call per paper stage) or fused (calls reading the same inputs "
         "merged); None: the artifact's mode, else paper")
     seed: int = Field(0, description="seed of the scripted noisy planner (`--lm oracle/noisy:P`)")
+    tracing: str | None = Field(None, description="mlflow[:URI], otel:ENDPOINT or off: spans per question, stage and "
+                              "LM call (app/tracing.py; needs `pip install ppoga-dspy[mlflow]`)")
 
     def __init__(self, **data: Any) -> None:
         # A model string or a dict becomes LMSettings (env and TOML fill the rest) before pydantic sees it, so a
@@ -215,6 +217,10 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
     if settings.program and settings.program.lower() != "none":
         artifact, artifact_path = load_artifact(settings.program), settings.program
     thresholds_with(settings.overrides)  # fail fast on a bad --set, before any work
+    if settings.tracing:
+        from ppoga_dspy.app.tracing import enable_tracing
+
+        enable_tracing(settings.tracing)  # before the KG opens: a missing extra costs nothing
     kg = open_kg_for(settings)
     try:
         role_lms, description = role_lms_for(settings, examples=examples, kg=kg)

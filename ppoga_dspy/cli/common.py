@@ -71,6 +71,9 @@ def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = 
     group.add_argument("--stages", choices=("paper", "fused"), default=None,
                        help="paper: one LM call per paper stage (reproduction); fused: calls that read the same "
                             "inputs merged (fewer calls); default: the artifact's mode, else paper")
+    group.add_argument("--tracing", default=None, metavar="TARGET",
+                       help="spans per question, stage and LM call: mlflow, mlflow:TRACKING_URI, otel:ENDPOINT or off "
+                            "[PPOGA_TRACING; needs pip install ppoga-dspy[mlflow]]")
     group.add_argument("--set", dest="threshold_overrides", action="append", default=[], metavar="NAME=VALUE",
                        help="override one threshold, e.g. --set max_replans=0 --set use_prediction=false")
 
@@ -114,7 +117,7 @@ def program_settings(args: argparse.Namespace):
     lm_settings = lm_settings_from_args(args)
     check_lm_settings(lm_settings)  # before any dataset is read, KG opened or model loaded
     defaults = ProgramSettings.model_fields
-    given = {name: getattr(args, name, None) for name in ("kg", "dialect", "ontology", "program", "stages")}
+    given = {name: getattr(args, name, None) for name in ("kg", "dialect", "ontology", "program", "stages", "tracing")}
     for name in ("timeout", "retries", "breaker"):  # a flag left at its default yields to the env and the file
         value = getattr(args, name, None)
         given[name] = None if value == defaults[name].default else value
