@@ -4,9 +4,11 @@ One setting switches it on (`--tracing`, `PPOGA_TRACING`, `tracing` in the `[pro
 
 - `mlflow` or `mlflow:URI`: MLflow's DSPy autologging (`mlflow.dspy.autolog`, the DSPy ecosystem's tracer)
   into the tracking store `URI` (default: `$MLFLOW_TRACKING_URI`, else MLflow's own default), experiment
-  `ppoga` (`$MLFLOW_EXPERIMENT_NAME` overrides). Each question is a trace: the `PPoGA` module's span,
-  a span per predictor call (its signature names the stage: Decompose, SelectRelations, ...), the
-  adapter's formatting and parsing, and the LM call with the messages sent and the reply received.
+  `ppoga` (`$MLFLOW_EXPERIMENT_NAME` overrides). MLflow 3 keeps its local file store (`file:./mlruns`) in
+  maintenance mode and asks for `MLFLOW_ALLOW_FILE_STORE=true`; `sqlite:///mlflow.db` is its recommended one.
+  Each question is a trace: the `PPoGA` module's span, a span per predictor call (its signature names the
+  stage: Decompose, SelectRelations, ...), the adapter's formatting and parsing, and the LM call with the
+  messages sent and the reply received.
 - `otel:ENDPOINT`: the same spans exported over OTLP/HTTP to an OpenTelemetry collector at `ENDPOINT`
   (MLflow's tracing is built on OpenTelemetry and exports there when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
   is set).
@@ -54,11 +56,15 @@ def enable_tracing(spec: str | None) -> str | None:
     except ImportError:
         raise ConfigError(f"--tracing {spec} needs MLflow: pip install 'ppoga-dspy[mlflow]'") from None
     kind, target = parsed
-    if kind == "otel":
-        os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = target or ""
-    elif target:
-        mlflow.set_tracking_uri(target)
-    mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT)
-    mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True, silent=True)
+    try:
+        if kind == "otel":
+            os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = target or ""
+        elif target:
+            mlflow.set_tracking_uri(target)
+        mlflow.set_experiment(os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT)
+        mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True, silent=True)
+    except Exception as exc:  # MLflow refused the store (e.g. a file store without MLFLOW_ALLOW_FILE_STORE=true)
+        first = " ".join(str(exc).split())[:300]
+        raise ConfigError(f"--tracing {spec}: MLflow refused it ({type(exc).__name__}: {first})") from None
     _enabled = spec
     return spec
