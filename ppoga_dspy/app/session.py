@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ppoga_dspy.errors import ConfigError
 from ppoga_dspy.experiments.scripted import is_scripted_spec
@@ -39,7 +39,8 @@ class ProgramSettings(BaseModel):
     breaker: int = Field(3, ge=0, description="failed endpoint attempts in a row before it is marked down; 0: never")
     ontology: str | None = None
     dataset: str | None = Field(None, description="dataset spec, used to find a benchmark's own KG")
-    lm: Any = Field(None, description="an LMSettings, or None for the defaults (env, TOML, embedded model)")
+    lm: Any = Field(None, description="a model string ('openai/gpt-4o-mini'), an LMSettings, a dict of LMSettings "
+                    "fields, a dspy.LM (both roles), or None for the defaults (env, TOML, embedded model)")
     program: str | None = Field(None, description="artifact path from `ppoga compile` / `ppoga tune`; None: the "
                                 "artifact shipped for this LM if there is one; 'none': no artifact (zero-shot)")
     overrides: dict[str, str] = Field(default_factory=dict, description="threshold NAME -> VALUE (text)")
@@ -47,6 +48,27 @@ class ProgramSettings(BaseModel):
         None, description="stage mode: paper (one call per paper stage) or fused (calls reading the same inputs "
         "merged); None: the artifact's mode, else paper")
     seed: int = Field(0, description="seed of the scripted noisy planner (`--lm oracle/noisy:P`)")
+    tracing: str | None = Field(None, description="mlflow[:URI], otel:ENDPOINT or off: spans per question, stage and "
+                              "LM call (app/tracing.py; needs `pip install ppoga-dspy[mlflow]`)")
+
+    def __init__(self, **data: Any) -> None:
+        # A model string or a dict becomes LMSettings (env and TOML fill the rest) before pydantic sees it, so a
+        # bad spec is the settings' own one-line LMConfigError, not a validation report.
+        lm = data.get("lm")
+        if isinstance(lm, (str, dict)):
+            from ppoga_dspy.lm import load_lm_settings
+
+            data["lm"] = load_lm_settings(lm=lm) if isinstance(lm, str) else load_lm_settings(**lm)
+        super().__init__(**data)
+
+    @field_validator("lm")
+    @classmethod
+    def _lm_kind(cls, value: Any) -> Any:
+        from ppoga_dspy.lm import LMSettings
+
+        if value is None or isinstance(value, LMSettings) or hasattr(value, "model"):  # hasattr: a dspy.LM
+            return value
+        raise ValueError(f"expected a model string, LMSettings, dict or dspy.LM, not {type(value).__name__}")
 
 
 @dataclass
@@ -119,6 +141,10 @@ def role_lms_for(
     """Role -> LM, and their description; `oracle/gold-path` (perfect) and `oracle/noisy:P` (errs at rate P,
     seeded by `settings.seed`) are scripted planners that follow the examples' gold paths (need examples)."""
     lm_settings = settings.lm
+    if lm_settings is not None and not hasattr(lm_settings, "planner_spec"):  # a ready dspy.LM: both roles
+        from ppoga_dspy.lm import lm_spec_of
+
+        return {"planner": lm_settings, "executor": lm_settings}, lm_spec_of(lm_settings)
     planner_spec = getattr(lm_settings, "lm", None)
     if planner_spec == "none":  # the no-model baseline: every stage takes the program's fallback
         from ppoga_dspy.lm.no_model import NoModel
@@ -191,6 +217,10 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
     if settings.program and settings.program.lower() != "none":
         artifact, artifact_path = load_artifact(settings.program), settings.program
     thresholds_with(settings.overrides)  # fail fast on a bad --set, before any work
+    if settings.tracing:
+        from ppoga_dspy.app.tracing import enable_tracing
+
+        enable_tracing(settings.tracing)  # before the KG opens: a missing extra costs nothing
     kg = open_kg_for(settings)
     try:
         role_lms, description = role_lms_for(settings, examples=examples, kg=kg)

@@ -76,6 +76,9 @@ def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = 
     group.add_argument("--stages", choices=("paper", "fused"), default=None,
                        help="paper: one LM call per paper stage (reproduction); fused: calls that read the same "
                             "inputs merged (fewer calls); default: the artifact's mode, else paper")
+    group.add_argument("--tracing", default=None, metavar="TARGET",
+                       help="spans per question, stage and LM call: mlflow, mlflow:TRACKING_URI, otel:ENDPOINT or off "
+                            "[PPOGA_TRACING; needs pip install ppoga-dspy[mlflow]]")
     group.add_argument("--set", dest="threshold_overrides", action="append", default=[], metavar="NAME=VALUE",
                        help="override one threshold, e.g. --set max_replans=0 --set use_prediction=false")
 
@@ -108,28 +111,25 @@ def load_examples(args: argparse.Namespace, *, split: str | None = None, limit: 
 
 
 def program_settings(args: argparse.Namespace):
-    """The `ProgramSettings` the flags describe (checked here, before any KG or model is opened)."""
+    """The `ProgramSettings` the flags describe, over `PPOGA_*` variables and ppoga.toml (`app/config.py`); checked
+    here, before any KG or model is opened."""
     from ppoga_dspy.app import ProgramSettings
     from ppoga_dspy.app.checks import check_lm_settings
+    from ppoga_dspy.app.config import resolve
     from ppoga_dspy.app.session import parse_overrides
     from ppoga_dspy.lm import lm_settings_from_args
 
     lm_settings = lm_settings_from_args(args)
     check_lm_settings(lm_settings)  # before any dataset is read, KG opened or model loaded
-    return ProgramSettings(
-        kg=getattr(args, "kg", None),
-        dialect=getattr(args, "dialect", None),
-        timeout=getattr(args, "timeout", 30.0),
-        retries=getattr(args, "retries", 3),
-        breaker=getattr(args, "breaker", 3),
-        ontology=getattr(args, "ontology", None),
-        dataset=getattr(args, "dataset", None),
-        lm=lm_settings,
-        program=getattr(args, "program", None),
-        overrides=parse_overrides(getattr(args, "threshold_overrides", []) or []),
-        stages=getattr(args, "stages", None),
-        seed=getattr(args, "seed", 0) or 0,
-    )
+    defaults = ProgramSettings.model_fields
+    given = {name: getattr(args, name, None) for name in ("kg", "dialect", "ontology", "program", "stages", "tracing")}
+    for name in ("timeout", "retries", "breaker"):  # a flag left at its default yields to the env and the file
+        value = getattr(args, name, None)
+        given[name] = None if value == defaults[name].default else value
+    found = resolve(given, parse_overrides(getattr(args, "threshold_overrides", []) or []),
+                    config=getattr(args, "config", None))
+    return ProgramSettings(dataset=getattr(args, "dataset", None), lm=lm_settings, seed=getattr(args, "seed", 0) or 0,
+                           **found)
 
 
 def print_json(data: Any) -> None:

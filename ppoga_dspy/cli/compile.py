@@ -18,7 +18,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compile prompts and demos with a DSPy optimizer on a training split; write an artifact",
         description="Compile every planner and executor predictor (metric: Hits@1), scoring dev before and after.",
     )
-    cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev", help="split scored before/after")
+    cmd.add_argument("--dev-split", choices=("train", "dev", "test"), default="dev",
+                     help="split scored before/after (reported; never the one an optimizer selects on)")
+    cmd.add_argument("--select-split", choices=("train", "dev", "test"), default=None,
+                     help="random-search/mipro/gepa: split they select candidates on (default: the last third of "
+                          "the training split, held out of it); must differ from --dev-split")
+    cmd.add_argument("--select-limit", type=common.at_least(1), default=None, help="at most N selection questions")
     cmd.add_argument("--dev-limit", type=common.at_least(0), default=None,
                      help="at most N dev questions; 0: no dev scoring (a slow local model, scored later by eval)")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
@@ -34,7 +39,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.add_argument("--bf16", action="store_true", help="finetune: train in bf16 (where the CPU supports it)")
     cmd.add_argument("--candidates", type=common.at_least(1), default=4,
                      help="candidate programs for random search (default 4)")
-    cmd.add_argument("--budget", choices=("light", "medium", "heavy"), default="light", help="MIPROv2/GEPA budget")
+    cmd.add_argument("--auto", "--budget", dest="auto", choices=("light", "medium", "heavy"), default="light",
+                     help="MIPROv2/GEPA budget preset (default light); --trials or --max-metric-calls override it")
+    cmd.add_argument("--trials", type=common.at_least(1), default=None,
+                     help="mipro: trials (with --candidates instruction/demo candidates) instead of --auto")
+    cmd.add_argument("--max-metric-calls", type=common.at_least(1), default=None,
+                     help="gepa: metric calls in all (each is one question answered) instead of --auto")
+    cmd.add_argument("--prompt-lm", metavar="SPEC", default=None,
+                     help="mipro: the LM that writes instructions (default: --teacher-lm, else --lm); "
+                          "oracle/proposer is a scripted, offline one")
+    cmd.add_argument("--reflection-lm", metavar="SPEC", default=None,
+                     help="gepa: the LM that reflects on feedback and rewrites instructions (default: --teacher-lm, "
+                          "else --lm); oracle/proposer is a scripted, offline one")
+    cmd.add_argument("--log-dir", type=Path, default=None, metavar="DIR",
+                     help="gepa: its run folder; rerunning the same command resumes from it (default ARTIFACT.gepa/); "
+                          "mipro: its evaluated candidate programs")
     cmd.add_argument("--threads", type=common.THREADS, default=1, help="questions in parallel (default 1)")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true", help="print the scores as JSON")
@@ -55,32 +74,85 @@ def _teacher(args: argparse.Namespace, trainset: list, kg):
     return None
 
 
+def _writer(args: argparse.Namespace, trainset: list, kg):
+    """MIPROv2's prompt LM / GEPA's reflection LM: its own flag, else the teacher's or the student's LM when that
+    LM can write prompts (a scripted planner cannot: it answers the program's signatures only)."""
+    from ppoga_dspy.errors import ConfigError
+    from ppoga_dspy.experiments.scripted_proposer import PROPOSER_LM, proposer_lm
+
+    flag = "--prompt-lm" if args.optimizer == "mipro" else "--reflection-lm"
+    spec = args.prompt_lm if args.optimizer == "mipro" else args.reflection_lm
+    if spec == PROPOSER_LM:
+        return proposer_lm()
+    if spec:
+        return _teacher(argparse.Namespace(teacher_lm=spec, seed=args.seed), trainset, kg)
+    fallback = args.teacher_lm or args.lm
+    if fallback is None or fallback == "none" or is_scripted_spec(fallback) or fallback == PROPOSER_LM:
+        raise ConfigError(f"--optimizer {args.optimizer} needs an LM that writes instructions, and "
+                          f"{fallback or 'the embedded demo model'} cannot: pass {flag} SPEC "
+                          f"(offline: {flag} {PROPOSER_LM}, a scripted prompt writer)")
+    return None  # the teacher (or the student) writes them
+
+
+def _check_budget_flags(args: argparse.Namespace) -> None:
+    """Flags that mean nothing for the chosen optimizer are refused, not silently ignored."""
+    from ppoga_dspy.errors import ConfigError
+
+    misplaced = [(args.trials, "--trials", "mipro"), (args.max_metric_calls, "--max-metric-calls", "gepa"),
+                 (args.prompt_lm, "--prompt-lm", "mipro"), (args.reflection_lm, "--reflection-lm", "gepa")]
+    for value, flag, owner in misplaced:
+        if value is not None and args.optimizer != owner:
+            raise ConfigError(f"{flag} applies to --optimizer {owner}, not {args.optimizer}")
+    if args.select_split is not None and args.optimizer not in ("random-search", "mipro", "gepa"):
+        raise ConfigError(f"--select-split applies to random-search, mipro and gepa, not {args.optimizer}")
+    if args.select_split is not None and args.select_split == args.dev_split and args.dev_limit != 0:
+        raise ConfigError(f"--select-split {args.select_split} is also --dev-split: the dev score would be measured "
+                          "on the questions the optimizer selected on; pick another split for one of them")
+    if args.select_split is not None and args.select_split == args.split:
+        raise ConfigError(f"--select-split {args.select_split} is the training split; omit it to hold out part of "
+                          "the training split instead")
+
+
 def _compile(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.app.checks import check_lm_spec
+    from ppoga_dspy.experiments.scripted_proposer import PROPOSER_LM
     from ppoga_dspy.optimizers.artifact import Artifact
     from ppoga_dspy.optimizers.compile import compile_program
 
     check_lm_spec(args.teacher_lm, flag="--teacher-lm")
+    for flag, spec in (("--prompt-lm", args.prompt_lm), ("--reflection-lm", args.reflection_lm)):
+        if spec != PROPOSER_LM:
+            check_lm_spec(spec, flag=flag)
+    _check_budget_flags(args)
     trainset = common.load_examples(args)
     devset = [] if args.dev_limit == 0 else common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
+    selectset = None if args.select_split is None else common.load_examples(args, split=args.select_split,
+                                                                             limit=args.select_limit)
+    log_dir = args.log_dir or (args.out.with_name(args.out.name + ".gepa") if args.optimizer == "gepa" else None)
     from ppoga_dspy.app import open_program
 
-    with open_program(common.program_settings(args), examples=trainset + devset) as opened:
+    with open_program(common.program_settings(args), examples=trainset + devset + (selectset or [])) as opened:
         program, lm_description = opened.program, opened.lm_description
-        teacher = _teacher(args, trainset, opened.kg)
+        teacher = _teacher(args, trainset + (selectset or []), opened.kg)
+        writer = _writer(args, trainset + (selectset or []), opened.kg) if args.optimizer in ("mipro", "gepa") else None
         print(f"ppoga compile: {args.optimizer} on {len(trainset)} {args.split} questions, dev {len(devset)}, "
-              f"{lm_description}", file=sys.stderr)
+              f"{lm_description}" + (f"; run folder {log_dir} (rerun to resume)" if log_dir else ""), file=sys.stderr)
         if args.optimizer == "finetune":
             return _finetune(args, program, trainset, teacher, lm_description)
-        result = compile_program(program, trainset=trainset, devset=devset, optimizer=args.optimizer,
-                                 teacher_lm=teacher, max_demos=args.max_demos, num_candidates=args.candidates,
-                                 threads=args.threads, seed=args.seed, budget=args.budget, k=args.k,
+        result = compile_program(program, trainset=trainset, devset=devset, selectset=selectset,
+                                 optimizer=args.optimizer, teacher_lm=teacher, prompt_lm=writer, reflection_lm=writer,
+                                 max_demos=args.max_demos, num_candidates=args.candidates, threads=args.threads,
+                                 seed=args.seed, auto=args.auto, trials=args.trials,
+                                 max_metric_calls=args.max_metric_calls,
+                                 log_dir=str(log_dir) if log_dir else None, k=args.k,
                                  teacher_name=args.teacher_lm or "")
+        scores = {**result.scores, "reported_on": args.dev_split if devset else None,
+                  "selected_on": _selected_on(args) if result.selected_on else None}
         artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
-                                         optimizer=args.optimizer, scores=result.scores)
+                                         optimizer=args.optimizer, scores=scores)
         artifact.save(args.out)
-        report = {"artifact": str(args.out), "optimizer": args.optimizer, **result.scores,
+        report = {"artifact": str(args.out), "optimizer": args.optimizer, **scores,
                   "changed_predictors": result.changed_predictors}
         if args.json:
             common.print_json(report)
@@ -89,12 +161,19 @@ def _compile(args: argparse.Namespace) -> int:
             if not devset:
                 print("dev: not scored (--dev-limit 0)")
             else:
-                print(f"dev Hits@1 {before.get('hits@1') or 0:.3f} -> {after.get('hits@1') or 0:.3f} "
+                chosen = (f" (selected on {scores['selected_on']}, {result.selected_on} questions)"
+                          if scores["selected_on"] else "")
+                print(f"{args.dev_split} Hits@1 {before.get('hits@1') or 0:.3f} -> "
+                      f"{after.get('hits@1') or 0:.3f}{chosen} "
                       f"(n={after.get('n')}); LM calls/q {before.get('lm_calls_mean') or 0:.2f} -> "
                       f"{after.get('lm_calls_mean') or 0:.2f}; "
                       f"changed: {', '.join(result.changed_predictors) or 'nothing'}")
             print(f"wrote {args.out}")
     return 0
+
+
+def _selected_on(args: argparse.Namespace) -> str:
+    return args.select_split or f"{args.split} (the last third, held out of training)"
 
 
 def _finetune(args: argparse.Namespace, program, trainset: list, teacher, lm_description: str) -> int:

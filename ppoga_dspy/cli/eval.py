@@ -70,7 +70,8 @@ def _eval(args: argparse.Namespace) -> int:
         startup = opened.warm_up()
         print(f"ppoga eval: start-up (models loaded) {startup:.1f} s, not counted in the time per question",
               file=sys.stderr)
-        provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program)}
+        provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program),
+                      "dataset": args.dataset, "split": args.split, "seed": args.seed}
         result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
                                 progress=not args.no_progress, provenance={**provenance, **provenance_extra},
                                 retry_failed=args.retry_failed)

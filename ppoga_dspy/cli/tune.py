@@ -42,17 +42,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.add_argument("--json", action="store_true")
     common.add_program_options(cmd)
     cmd.set_defaults(handler=_tune)
-    global _PARSER
-    _PARSER = cmd
-
-
-_PARSER: argparse.ArgumentParser | None = None
 
 
 def _tune(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.optimizers.artifact import Artifact
-    from ppoga_dspy.optimizers.tune import default_storage, save_plots, savings_at_equal_accuracy, tune_thresholds
+    from ppoga_dspy.optimizers.tune import (
+        default_storage,
+        save_plots,
+        savings_at_equal_accuracy,
+        tune_provenance,
+        tune_thresholds,
+    )
 
     examples = common.load_examples(args)
     from ppoga_dspy.app import open_program
@@ -60,6 +61,8 @@ def _tune(args: argparse.Namespace) -> int:
     with open_program(common.program_settings(args), examples=examples) as opened:
         program, lm_description = opened.program, opened.lm_description
         storage = args.storage or default_storage(args.out)
+        args.provenance = tune_provenance(lm=lm_description, dataset=args.dataset, split=args.split, seed=args.seed,
+                                          examples=examples)  # a study of other work is refused, not resumed
         if args.worker_share is not None:
             return _work(args, program, examples, storage)
         print(f"ppoga tune: {args.trials} trials on {len(examples)} {args.split} questions; study {args.study!r} "
@@ -67,7 +70,7 @@ def _tune(args: argparse.Namespace) -> int:
         workers = _run_workers(args, program, storage) if args.workers > 1 else []
         result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
                                  seed=args.seed, threads=args.threads, heartbeat=args.heartbeat,
-                                 search_switches=args.search_switches)
+                                 search_switches=args.search_switches, provenance=args.provenance)
         program.thresholds = result.best
         images = save_plots(result.study, args.out)
         states = Counter(t.state.name for t in result.study.trials)
@@ -78,11 +81,7 @@ def _tune(args: argparse.Namespace) -> int:
                              "ablation": result.pareto[0]["ablation"] if result.pareto else []},
                   "pareto_front": result.pareto, "images": [str(p) for p in images],
                   "savings": savings_at_equal_accuracy(result.study)}
-        previous = {}
-        if args.program:
-            from ppoga_dspy.optimizers.artifact import load_artifact
-
-            previous = load_artifact(args.program).scores
+        previous = opened.artifact.scores if opened.artifact is not None else {}  # `--program none`: no scores
         artifact = Artifact.from_program(program, lm=lm_description, dataset=args.dataset, split=args.split,
                                          optimizer="optuna-thresholds", scores=previous, tuning=tuning)
         artifact.save(args.out)
@@ -116,7 +115,7 @@ def _work(args: argparse.Namespace, program, examples: list, storage: str) -> in
 
     result = tune_thresholds(program, examples, trials=args.trials, storage=storage, study_name=args.study,
                              seed=args.seed, threads=args.threads, heartbeat=args.heartbeat,
-                             share=args.worker_share, worker=args.worker_index)
+                             share=args.worker_share, worker=args.worker_index, provenance=args.provenance)
     common.print_json({"worker": os.getpid(), "trials_run": result.trials_run})
     return 0
 
@@ -131,9 +130,9 @@ def _run_workers(args: argparse.Namespace, program, storage: str) -> list[dict]:
     from ppoga_dspy.optimizers.tune import open_study, remaining_trials
 
     study = open_study(storage, study_name=args.study, seed=args.seed, trials=args.trials, base=program.thresholds,
-                       heartbeat=args.heartbeat)
+                       heartbeat=args.heartbeat, provenance=args.provenance)
     shares = worker_shares(remaining_trials(study, args.trials), args.workers)
-    argv = _worker_argv(args)
+    argv = _worker_argv(getattr(args, "argv", None) or sys.argv[1:])
     processes = []
     for index, share in enumerate(shares):
         command = [sys.executable, "-m", "ppoga_dspy", *argv, "--worker-share", str(share),
@@ -160,29 +159,28 @@ def _run_workers(args: argparse.Namespace, program, storage: str) -> list[dict]:
     return outcomes
 
 
-def _worker_argv(args: argparse.Namespace) -> list[str]:
-    """This command's flags as a worker's argv, rebuilt from the parsed values (no reliance on sys.argv)."""
-    assert _PARSER is not None
-    argv = ["--debug"] if getattr(args, "debug", False) else []
-    argv.append("tune")
-    skip = {"help", "workers", "worker_share", "worker_index", "json"}
-    for action in _PARSER._actions:
-        if not action.option_strings or action.dest in skip:
+#: Flags of the parent that a worker must not get again (it gets its own --worker-share / --worker-index).
+_PARENT_ONLY = {"--workers": True, "--json": False}
+
+
+def _worker_argv(argv: list[str]) -> list[str]:
+    """The command line as typed (`args.argv`, from `sys.argv` or `main(argv)`), without the parent-only flags.
+
+    A worker must run the very command the user gave, settings files and environment included, so its
+    line is the user's own; only `--workers N` and `--json` are taken out (an abbreviation of them too,
+    since argparse accepts one).
+    """
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
             continue
-        value = getattr(args, action.dest, None)
-        flag = action.option_strings[-1] if action.option_strings[-1].startswith("--") else action.option_strings[0]
-        if isinstance(action, argparse._StoreTrueAction):
-            argv += [flag] if value else []
-        elif isinstance(action, argparse._StoreFalseAction):
-            argv += [] if value else [flag]
-        elif isinstance(action, argparse.BooleanOptionalAction):
-            if value is not None and value != action.default:
-                argv.append(action.option_strings[0] if value else action.option_strings[1])
-        elif isinstance(action, argparse._AppendAction):
-            for item in value or []:
-                argv += [flag, str(item)]
-        elif isinstance(action, argparse._CountAction):
-            argv += [flag] * int(value or 0)
-        elif value is not None and value != action.default:
-            argv += [flag, *(str(v) for v in value)] if isinstance(value, list) else [flag, str(value)]
-    return argv
+        name, has_value, _ = token.partition("=")
+        owner = next((flag for flag in _PARENT_ONLY if token.startswith("--") and len(name) > 3
+                      and flag.startswith(name)), None)
+        if owner is None:
+            out.append(token)
+            continue
+        skip = _PARENT_ONLY[owner] and not has_value
+    return out

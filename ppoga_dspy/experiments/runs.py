@@ -325,6 +325,7 @@ def program_fingerprint(program: Any) -> str:
     dump = getattr(program, "dump_state", None)
     if callable(dump):
         state = dump()
+        state.pop("ppoga", None)  # PPoGA's own section (method/program.py STATE_KEY): thresholds and stages below
         for entry in state.values():
             if isinstance(entry, dict):
                 entry.pop("lm", None)
@@ -336,11 +337,13 @@ def program_fingerprint(program: Any) -> str:
 
 
 def check_provenance(path: Path, rows: list[dict[str, Any]], provenance: dict[str, Any]) -> None:
-    """Refuse to add rows of another LM or program to a file; rows that record none (older files) pass."""
-    for key, flag in (("lm", "--lm"), ("program", "--program/--set")):
+    """Refuse to add rows of another LM, program, dataset, split or seed to a file; rows that record none (older
+    files) pass."""
+    for key, flag in (("lm", "--lm"), ("program", "--program/--set"), ("dataset", "--dataset"), ("split", "--split"),
+                      ("seed", "--seed")):
         wanted = provenance.get(key)
         found = sorted({str(row[key]) for row in rows if row.get(key) not in (None, "")})
-        other = [value for value in found if value != wanted]
+        other = [value for value in found if value != str(wanted)]
         if wanted is not None and other:
             raise RunMismatch(
                 f"{path} holds rows from {key} {other[0]!r}, and this run uses {key} {wanted!r}; resume it with the "

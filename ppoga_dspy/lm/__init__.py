@@ -28,6 +28,7 @@ from ppoga_dspy.lm.spec import ACCEPTED_FORMS, LMSpec, parse_spec
 
 _LAZY = {
     "make_lm": "ppoga_dspy.lm.factory",
+    "as_lm": "ppoga_dspy.lm.factory",
     "build_role_lms": "ppoga_dspy.lm.factory",
     "lm_spec_of": "ppoga_dspy.lm.factory",
     "cache_report": "ppoga_dspy.lm.factory",
@@ -55,6 +56,7 @@ __all__ = [
     "LMSettings",
     "LMSpec",
     "add_lm_options",
+    "as_lm",
     "build_role_lms",
     "cache_report",
     "default_lm_notice",

@@ -100,6 +100,7 @@ def make_lm(
     timeout: float | None = None,
     constrain: bool | None = None,
     adapter: str | None = None,
+    structured: str | None = None,
     **kwargs: Any,
 ) -> dspy.LM:
     """Build a `dspy.LM` from a spec (see `ppoga_dspy.lm.spec` for the syntax) or pass an LM through.
@@ -119,6 +120,8 @@ def make_lm(
       choices, decisions and plans (`lm/constraints.py`). Ignored for remote models, which are validated
       and salvaged after the reply instead.
     - `adapter` (embedded model only): a LoRA adapter folder merged into the weights (`lm/lora.py`).
+    - `structured` (remote models; default "auto"): the backend's own constrained decoding for the program's
+      choices (`lm/structured.py`); the chosen wire form is kept as `lm.structured_form` (None: salvaged).
 
     Raises LMConfigError for an invalid spec or option.
     """
@@ -168,7 +171,27 @@ def make_lm(
         settings["api_base"] = base
     if key:
         settings["api_key"] = key
-    return _construct(parsed.model_string, {**settings, **kwargs})
+    from ppoga_dspy.lm.structured import wire_form
+
+    form = wire_form(parsed.model_string, structured or "auto")  # checked before the LM is built
+    lm = _construct(parsed.model_string, {**settings, **kwargs})
+    lm.structured_form = form
+    return lm
+
+
+def as_lm(value: Any, *, what: str = "lm") -> Any:
+    """An LM from whatever a caller passed where an LM is taken: None stays None, a model string is built by
+    `make_lm` (with this package's defaults), an LM object is returned as it is.
+
+    So `PPoGA(kg, role_lms={"planner": "openai/gpt-4o-mini"})` or `compile_program(..., teacher_lm="openai/...")`
+    work as they read. Scripted specs (`oracle/...`) need the examples they follow and are built elsewhere.
+    """
+    if value is None or not isinstance(value, str):
+        return value
+    if value.startswith("oracle/"):
+        raise LMConfigError(f"{what} {value!r} is a scripted planner that follows a dataset's gold paths; build it "
+                            "with ppoga_dspy.experiments.scripted.scripted_lm_for_spec(spec, examples)")
+    return make_lm(value)
 
 
 def _make_embedded(
@@ -220,6 +243,7 @@ def build_role_lms(settings: LMSettings | None = None) -> dict[str, dspy.LM]:
         "cache": settings.cache,
         "num_retries": settings.num_retries,
         "timeout": settings.timeout,
+        "structured": settings.structured,
     }
     built: dict[str | None, dspy.LM] = {}
 
@@ -231,6 +255,7 @@ def build_role_lms(settings: LMSettings | None = None) -> dict[str, dspy.LM]:
                 options.pop("api_base")
                 options.pop("api_key_env")
                 options.pop("timeout")
+                options.pop("structured")
                 options["constrain"] = settings.constrain
             elif parsed.api_base:  # a spec's own @URL wins over the shared api_base setting
                 options.pop("api_base")

@@ -4,6 +4,8 @@
 `usage`) and `GET /v1/models`, from a background thread. It lets any OpenAI client, or another
 process's `make_lm("openai/NAME@http://127.0.0.1:PORT/v1")`, use the embedded model, and it lets tests
 prove that a program really talks to the server its spec names (the handle counts requests and tokens).
+A request that asks for structured output (OpenAI `response_format`, vLLM `guided_json`/`guided_choice`,
+Ollama `format`, llama.cpp `json_schema`) gets a reply that obeys its schema (`lm/schema_replies.py`).
 
     python -m ppoga_dspy.lm.server --lm local/embedded --port 8000     # serve until Ctrl-C
 
@@ -27,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ppoga_dspy.lm.errors import LMConfigError
+from ppoga_dspy.lm.schema_replies import conform, requested_schema
 from ppoga_dspy.lm.wire import openai_to_request, response_to_openai
 
 logger = logging.getLogger(__name__)
@@ -108,6 +111,7 @@ class ServerStats:
     by_model: Counter = field(default_factory=Counter)  # requests answered, by the model name they asked for
     usage: Counter = field(default_factory=Counter)  # prompt_tokens, completion_tokens, summed over requests
     errors: int = 0
+    structured: Counter = field(default_factory=Counter)  # requests that carried a schema, by wire form
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -126,6 +130,10 @@ class ServerStats:
         with self.lock:
             self.by_model[model] += 1
             self.usage.update({k: usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens")})
+
+    def record_structured(self, form: str) -> None:
+        with self.lock:
+            self.structured[form] += 1
 
     def record_error(self) -> None:
         with self.lock:
@@ -263,6 +271,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"engine error: {exc}", "server_error")
             return
         body = response_to_openai(response, model=model)
+        wanted = requested_schema(payload)  # structured outputs, in any wire form (lm/schema_replies.py)
+        if wanted is not None:
+            form, schema = wanted
+            message = body["choices"][0]["message"]
+            message["content"] = conform(message.get("content") or "", form, schema)
+            self.server.stats.record_structured(form)  # type: ignore[attr-defined]
         self.server.stats.record(model, body["usage"])  # type: ignore[attr-defined]
         self._send(HTTPStatus.OK, body)
 

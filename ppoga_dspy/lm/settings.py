@@ -21,6 +21,7 @@ Example `ppoga.toml`:
     num_retries = 3        # retries of a transient failure (with backoff), then the question fails
     cache = true           # false: always ask the model (same as --no-cache)
     api_key_env = "MY_OPENAI_KEY"                     # read the key from this variable
+    structured = "auto"    # remote models: the backend's constrained decoding for choices (lm/structured.py)
 
 API keys never live in these settings or files: `api_key_env` names the environment variable that
 holds the key; by default each provider's own variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) is used.
@@ -58,6 +59,7 @@ ENV_VARS: dict[str, str] = {
     "num_retries": "PPOGA_LM_NUM_RETRIES",
     "timeout": "PPOGA_LM_TIMEOUT",
     "constrain": "PPOGA_EMBEDDED_CONSTRAIN",  # read by the engine too (lm/embedded.py CONSTRAIN_ENV)
+    "structured": "PPOGA_LM_STRUCTURED",
 }
 #: `PPOGA_NO_CACHE=1` (or true/yes/on) turns the response cache off, like `--no-cache`.
 NO_CACHE_ENV = "PPOGA_NO_CACHE"
@@ -89,6 +91,17 @@ class LMSettings(BaseSettings):
     constrain: bool = Field(True, description="embedded model: decode choices and plans under constraints, so a "
                             "relation/entity choice names only candidates and a decision is one of the four "
                             "(lm/constraints.py); no effect on remote models")
+
+    structured: str = Field("auto", description="remote models: the backend's own constrained decoding for choices "
+                            "(auto: where the provider has it, else salvage; provider: require it; off: salvage; or a "
+                            "wire form: openai, vllm, ollama, llamacpp; lm/structured.py)")
+
+    @field_validator("structured")
+    @classmethod
+    def _check_structured(cls, value: str) -> str:
+        from ppoga_dspy.lm.structured import check_mode
+
+        return check_mode(value)
 
     @field_validator("lm", "executor_lm")
     @classmethod
@@ -267,6 +280,11 @@ def add_lm_options(parser: argparse.ArgumentParser) -> None:
         "[PPOGA_EMBEDDED_CONSTRAIN=0]",
     )
     group.add_argument(
+        "--structured", default=None, metavar="MODE",
+        help="hosted/served models: constrain choices with the backend's own structured outputs: auto (default), "
+        "provider, off, or a wire form (openai, vllm, ollama, llamacpp) [PPOGA_LM_STRUCTURED]",
+    )
+    group.add_argument(
         "--no-cache", dest="no_cache", action="store_true", default=None,
         help="always ask the model; never reply from the response cache [PPOGA_NO_CACHE=1]",
     )
@@ -283,6 +301,7 @@ def lm_settings_from_args(args: argparse.Namespace, **extra: Any) -> LMSettings:
         "num_retries": getattr(args, "lm_retries", None),
         "cache": False if getattr(args, "no_cache", None) else None,
         "constrain": False if getattr(args, "no_constrain", None) else None,
+        "structured": getattr(args, "structured", None),
     }
     cli.update(extra)
     return load_lm_settings(config=getattr(args, "config", None), **cli)

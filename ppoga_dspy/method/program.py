@@ -30,11 +30,16 @@ from ppoga_dspy.method.vocabulary import StageMode
 
 log = logging.getLogger(__name__)
 
+#: The key of PPoGA's own section in `dump_state()`, beside the predictors' states (DSPy ignores unknown keys).
+STATE_KEY = "ppoga"
+STATE_FORMAT = "ppoga-dspy/program-state/1"
+
+
 class PPoGA(dspy.Module):
     """Predictive Plan-on-Graph with Action over one KnowledgeGraph.
 
-    `role_lms` binds an LM per role ("planner", "executor"); a role without one uses the LM of the
-    surrounding `dspy.context`/`dspy.configure`. The KG is not a parameter of the compiled program:
+    `role_lms` binds an LM per role ("planner", "executor"), a `dspy.LM` or a model string; a role without one
+    uses the LM of the surrounding `dspy.context`/`dspy.configure`. The KG is not a parameter of the compiled program:
     the same compiled prompts run on any KG with `with_kg`.
     """
 
@@ -52,7 +57,9 @@ class PPoGA(dspy.Module):
         self.executor = Executor(ranker=ranker)
         self.kg = kg
         self.thresholds = thresholds or Thresholds()
-        self.role_lms = dict(role_lms or {})
+        from ppoga_dspy.lm.factory import as_lm
+
+        self.role_lms = {role: as_lm(lm, what=f"role_lms[{role!r}]") for role, lm in (role_lms or {}).items()}
         self.stages = StageMode(stages)  # paper: one call per paper stage; fused: calls sharing inputs merged
 
     def __deepcopy__(self, memo: dict) -> PPoGA:
@@ -63,6 +70,56 @@ class PPoGA(dspy.Module):
             shared = key in ("kg", "role_lms")  # a KG connection and LM engines are shared, never copied
             clone.__dict__[key] = value if shared else copy.deepcopy(value, memo)
         return clone
+
+    # -- state: what `program.save` / `load`, DSPy's optimizers and the artifact carry ----------------------
+
+    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
+        """The predictors' states (as `dspy.Module`), plus the program's own section under `STATE_KEY`: the
+        thresholds, the stage mode and the nearest-neighbour pool. DSPy's `save` writes only `dump_state`, so
+        without this section a tuned program saved and loaded by any DSPy tool came back with the paper's
+        thresholds, the paper stages and plain predictors."""
+        from ppoga_dspy.method.knn_demos import pool_of
+
+        state = super().dump_state(json_mode=json_mode)
+        pool = pool_of(self)
+        state[STATE_KEY] = {"format": STATE_FORMAT, "thresholds": self.thresholds.to_dict(),
+                            "stages": str(StageMode(self.stages)), "knn": pool.to_dict() if pool is not None else None}
+        return state
+
+    def load_state(self, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> PPoGA:
+        """Load what `dump_state` wrote, all or nothing: the program's section is checked first, DSPy rehearses
+        the predictors on a copy, and only then is anything changed. A state without the section (a plain
+        DSPy state) loads the predictors and keeps this program's thresholds, stages and pool."""
+        from ppoga_dspy.errors import ArtifactError
+        from ppoga_dspy.method.knn_demos import DemoPool, install_pool, uninstall_pool
+
+        own = state.get(STATE_KEY)
+        predictors = {name: value for name, value in state.items() if name != STATE_KEY}
+        if own is None:
+            super().load_state(predictors, allow_unsafe_lm_state=allow_unsafe_lm_state)
+            return self
+        if not isinstance(own, dict) or own.get("format") != STATE_FORMAT:
+            found = own.get("format") if isinstance(own, dict) else type(own).__name__
+            raise ArtifactError(f"the program state's {STATE_KEY!r} section has format {found!r}, expected "
+                                f"{STATE_FORMAT!r}; save it again with this ppoga-dspy version")
+        try:
+            thresholds = Thresholds.from_dict(own.get("thresholds"))
+            stages = StageMode(own.get("stages") or StageMode.PAPER)
+        except ValueError as exc:
+            raise ArtifactError(f"the program state's thresholds or stage mode are invalid: {exc}") from exc
+        pool = DemoPool.from_dict(own["knn"]) if own.get("knn") else None
+        super().load_state(predictors, allow_unsafe_lm_state=allow_unsafe_lm_state)
+        if pool is not None:
+            install_pool(self, pool)
+        else:
+            uninstall_pool(self)
+        self.thresholds, self.stages = thresholds, stages
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (`save(..., save_program=True)`, `dspy.load`) without the KG connection and the role LMs: both
+        are bound at run time (`with_kg`, `role_lms`), as an artifact never bakes them in either."""
+        return {**super().__getstate__(), "kg": None, "role_lms": {}}
 
     def forward(self, question: str, topic_entities: dict[str, str] | list[str] | str | None = None) -> dspy.Prediction:
         if self.kg is None:

@@ -46,6 +46,13 @@ class EmbeddingRanker:
         self._cache: LRUCache = LRUCache(maxsize=cache_size)
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:
+        """Pickled without its lock and cache (per process), so a program saved whole (`save_program=True`) loads."""
+        return {"cache_size": self._cache.maxsize}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state.get("cache_size", 50_000))
+
     @classmethod
     def model(cls):
         with cls._model_lock:

@@ -46,13 +46,19 @@ def jsonable(value: Any) -> Any:
 
 
 def adapter_for(lm: Any) -> Any:
-    """The adapter every predictor runs with: the compact ChatAdapter (`lm/adapter.py`), each field stated once.
+    """The adapter every predictor runs with: the compact ChatAdapter (`lm/adapter.py`), each field stated once;
+    for a remote LM whose backend constrains decoding, the structured adapter that sends each call's schema.
 
     An in-process model (`local/...`) gets it without the JSON fallback: re-asking it in JSON after a
     parse failure costs a whole second generation and rarely helps a tiny model.
     """
     from ppoga_dspy.lm.adapter import compact_adapter
 
+    form = getattr(lm, "structured_form", None)  # a hosted/served model with constrained decoding (lm/structured.py)
+    if isinstance(form, str):
+        from ppoga_dspy.lm.structured import structured_adapter
+
+        return structured_adapter(form)
     local = lm is not None and str(getattr(lm, "model", "")).startswith("local/")
     return compact_adapter(json_fallback=not local)
 

@@ -55,12 +55,16 @@ def versions() -> dict[str, str]:
     return found
 
 
-def _program_state(program) -> dict[str, Any]:
+def _program_state(program) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the predictors' states, the program's own section): `PPoGA.dump_state`, split as the file stores it."""
+    from ppoga_dspy.method.program import STATE_KEY
+
     state = program.dump_state()
+    own = state.pop(STATE_KEY, None) or {}
     for entry in state.values():
         if isinstance(entry, dict):
             entry["lm"] = None  # role LMs are configured at run time, never baked into the file
-    return state
+    return state, own
 
 
 # Fields written under their own names, in this order (the program state is saved as "program").
@@ -88,12 +92,9 @@ class Artifact:
 
     @classmethod
     def from_program(cls, program, *, lm: str, **provenance: Any) -> Artifact:
-        from ppoga_dspy.optimizers.knn import pool_of
-
-        pool = pool_of(program)
-        return cls(program_state=_program_state(program), thresholds=program.thresholds.to_dict(), lm=lm,
-                   stages=str(getattr(program, "stages", "paper")),
-                   knn=pool.to_dict() if pool is not None else None, **provenance)
+        predictors, own = _program_state(program)  # the artifact is the program's own state, plus provenance
+        return cls(program_state=predictors, thresholds=own["thresholds"], lm=lm, stages=own["stages"],
+                   knn=own.get("knn"), **provenance)
 
     def adapter_path(self) -> Path | None:
         """The adapter folder, resolved against the artifact's folder (or the working directory before saving)."""
@@ -119,10 +120,8 @@ class Artifact:
         return path
 
     def apply(self, program, *, lm_description: str | None = None) -> None:
-        """Restore prompts, demos, thresholds and the stage mode into `program`; all or nothing."""
-        from ppoga_dspy.method.thresholds import Thresholds
-        from ppoga_dspy.method.vocabulary import StageMode
-
+        """Restore prompts, demos, thresholds, the stage mode and the knn pool into `program` (through
+        `program.load_state`, as DSPy's own `load` does); all or nothing."""
         if lm_description and self.lm and lm_description != self.lm:
             warnings.warn(
                 f"this artifact was compiled for {self.lm}, not {lm_description}; its prompts and thresholds are "
@@ -134,26 +133,19 @@ class Artifact:
         if adapter is not None and not (adapter / "adapter_config.json").is_file():
             raise ArtifactError(f"the artifact names the LoRA adapter {adapter}, which is missing: copy the "
                                 f"{self.adapter}/ folder beside the artifact")
-        pool = None
-        if self.knn:
-            from ppoga_dspy.optimizers.knn import DemoPool
+        from ppoga_dspy.method.program import STATE_FORMAT, STATE_KEY
 
-            pool = DemoPool.from_dict(self.knn)  # checked before the program is touched
+        state = {**_with_fused_defaults(self.program_state, program),
+                 STATE_KEY: {"format": STATE_FORMAT, "thresholds": self.thresholds, "stages": self.stages or "paper",
+                             "knn": self.knn}}
         try:
-            thresholds = Thresholds.from_dict(self.thresholds)
-            stages = StageMode(self.stages or "paper")
-            # DSPy rehearses on a deep copy before touching the program
-            program.load_state(_with_fused_defaults(self.program_state, program))
+            program.load_state(state)  # checks the section, rehearses on a copy, then applies: all or nothing
+        except ArtifactError:
+            raise
         except Exception as exc:
             raise ArtifactError(f"the artifact does not fit this program ({type(exc).__name__}: {exc}); "
                                 f"it may come from another ppoga-dspy version ({self.versions.get('ppoga-dspy')})"
                                 ) from exc
-        program.thresholds = thresholds
-        program.stages = stages
-        if pool is not None:
-            from ppoga_dspy.optimizers.knn import install_pool
-
-            install_pool(program, pool)
 
 
 def _with_fused_defaults(state: dict[str, Any], program) -> dict[str, Any]:

@@ -5,6 +5,13 @@ eight: bootstrap (demos from successful runs of a teacher), random search over b
 sets, MIPROv2 (instructions and demos), GEPA (instructions rewritten from textual feedback that
 names the stage that went wrong), knn (a pool of the teacher's traces; each predictor gets the stages
 of the k training questions nearest to the current one, see `knn.py`). The metric is lenient Hits@1.
+
+Each optimizer gets its own LMs and budget: MIPROv2's `prompt_lm` writes instructions, GEPA's
+`reflection_lm` reflects on feedback (neither falls back to a scripted planner, which cannot);
+`auto` (light/medium/heavy), `trials` (MIPROv2) and `max_metric_calls` (GEPA) bound the work, and
+GEPA's `log_dir` makes a long compile resumable. Optimizers that select (random search, MIPROv2,
+GEPA) select on `selectset`, never on the split the scores are reported on (`devset`); without
+one, the last third of the training split is held out for selection.
 """
 
 from __future__ import annotations
@@ -15,12 +22,19 @@ from typing import Any
 
 import dspy
 
-from ppoga_dspy.errors import ConfigError
+from ppoga_dspy.errors import ConfigError, PPoGAError
 from ppoga_dspy.experiments.evaluate import score_program
 from ppoga_dspy.experiments.metrics import dspy_metric
 from ppoga_dspy.optimizers.names import OPTIMIZERS
 
 log = logging.getLogger(__name__)
+
+#: Optimizers that pick among candidates on a validation set (the others only bootstrap on the training split).
+SELECTING = ("random-search", "mipro", "gepa")
+
+
+class OptimizerError(PPoGAError):
+    """A DSPy optimizer failed inside; the message names the optimizer and the error's kind, in one line."""
 
 
 
@@ -31,6 +45,7 @@ class CompileResult:
     dev_before: dict[str, Any]
     dev_after: dict[str, Any]
     changed_predictors: list[str] = field(default_factory=list)
+    selected_on: int = 0  # questions the optimizer selected on (held apart from the scored dev questions)
 
     @property
     def scores(self) -> dict[str, Any]:
@@ -38,6 +53,7 @@ class CompileResult:
         return {
             "dev_before": {k: self.dev_before.get(k) for k in keys},
             "dev_after": {k: self.dev_after.get(k) for k in keys},
+            "selected_on_questions": self.selected_on,
         }
 
 
@@ -84,31 +100,63 @@ def _with_lm(program: Any, lm: Any) -> Any:
     return clone
 
 
+def held_out_for_selection(trainset: list) -> tuple[list, list]:
+    """(train, select): the last third of the training split (at least one question) held out for selection.
+
+    The split is already shuffled by its seed and grouped by gold path, so its tail is as good a sample
+    as any; a split of one question is both (nothing can be held out of it).
+    """
+    if len(trainset) < 2:
+        return trainset, trainset
+    cut = len(trainset) - max(1, len(trainset) // 3)
+    return trainset[:cut], trainset[cut:]
+
+
 def compile_program(
     program: Any,
     *,
     trainset: list,
     devset: list,
+    selectset: list | None = None,
     optimizer: str = "bootstrap",
     teacher_lm: Any = None,
+    prompt_lm: Any = None,
+    reflection_lm: Any = None,
     max_demos: int = 3,
     num_candidates: int = 4,
     threads: int = 1,
     seed: int = 0,
-    budget: str = "light",
+    auto: str | None = "light",
+    trials: int | None = None,
     max_metric_calls: int | None = None,
+    log_dir: str | None = None,
     k: int = 3,
     teacher_name: str = "",
 ) -> CompileResult:
-    """Compile `program` (its role LMs are the student's) on trainset; score devset before and after."""
+    """Compile `program` (its role LMs are the student's) on trainset; score devset before and after.
+
+    `selectset`: the questions random search, MIPROv2 and GEPA select on (None: held out of trainset,
+    `held_out_for_selection`). `prompt_lm` (MIPROv2) and `reflection_lm` (GEPA) default to the teacher,
+    else the student. Budgets: `auto`, or `trials` (MIPROv2, with `num_candidates`), or
+    `max_metric_calls` (GEPA). Any LM argument may be a model string.
+    """
+    from ppoga_dspy.lm import as_lm
+
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     if not trainset:
         raise ConfigError("the training split is empty: pass a larger dataset or another --split")
+    teacher_lm = as_lm(teacher_lm, what="teacher_lm")  # a model string works wherever an LM is taken
     student_lm = program.role_lms.get("planner") or dspy.settings.lm
+    writer = as_lm(prompt_lm if optimizer == "mipro" else reflection_lm, what="the prompt writer")
     teacher = _with_lm(program, teacher_lm) if teacher_lm is not None else None
     if optimizer == "finetune":
         raise ConfigError("--optimizer finetune trains a LoRA adapter: use ppoga_dspy.optimizers.finetune")
+    selected: list = []
+    if optimizer in SELECTING:
+        if selectset is None:
+            trainset, selectset = held_out_for_selection(trainset)
+        selected = list(selectset)
     before = score_program(program, devset, threads=threads) if devset else {}
     with dspy.context(lm=student_lm, max_errors=max(10, len(trainset))):
         if optimizer == "knn":
@@ -117,19 +165,42 @@ def compile_program(
             compiled = compile_knn(program, trainset, teacher_lm=teacher_lm, k=k, threads=threads,
                                    teacher_name=teacher_name)
         else:
-            compiled = _run_optimizer(program, teacher, optimizer, trainset, devset, teacher_lm or student_lm,
-                                      max_demos=max_demos, num_candidates=num_candidates, threads=threads, seed=seed,
-                                      budget=budget, max_metric_calls=max_metric_calls)
+            budget = Budget(auto=auto, trials=trials, max_metric_calls=max_metric_calls, log_dir=log_dir,
+                            num_candidates=num_candidates)
+            compiled = _guarded_run(program, teacher, optimizer, trainset, selected, writer or teacher_lm or student_lm,
+                                    max_demos=max_demos, threads=threads, seed=seed, budget=budget)
     compiled.role_lms = dict(program.role_lms)  # optimizers rebuild copies; the roles stay as configured
     compiled.thresholds = program.thresholds
     after = score_program(compiled, devset, threads=threads) if devset else {}
     changed = changed_predictors(program, compiled)
     return CompileResult(program=compiled, optimizer=optimizer, dev_before=before, dev_after=after,
-                         changed_predictors=changed)
+                         changed_predictors=changed, selected_on=len(selected))
 
 
-def _run_optimizer(program, teacher, optimizer, trainset, devset, prompt_lm, *, max_demos, num_candidates, threads,
-                   seed, budget, max_metric_calls):
+@dataclass
+class Budget:
+    """How much work an optimizer may do: `auto` (DSPy's light/medium/heavy), or an explicit count."""
+
+    auto: str | None = "light"
+    trials: int | None = None  # MIPROv2: trials (with num_candidates); overrides auto
+    max_metric_calls: int | None = None  # GEPA: metric calls in all; overrides auto
+    log_dir: str | None = None  # GEPA: its run directory (a rerun resumes from it); MIPROv2: candidate programs
+    num_candidates: int = 4
+
+
+def _guarded_run(program, teacher, optimizer, trainset, selectset, writer, **options):
+    """`_run_optimizer`, with a failure inside DSPy turned into one line that names the optimizer and its kind."""
+    try:
+        return _run_optimizer(program, teacher, optimizer, trainset, selectset, writer, **options)
+    except PPoGAError:
+        raise
+    except Exception as exc:
+        log.debug("optimizer %s failed", optimizer, exc_info=True)
+        first = " ".join(str(exc).split())[:400]
+        raise OptimizerError(f"--optimizer {optimizer} failed ({type(exc).__name__}: {first})") from exc
+
+
+def _run_optimizer(program, teacher, optimizer, trainset, selectset, writer, *, max_demos, threads, seed, budget):
     if optimizer == "bootstrap":
         tp = dspy.BootstrapFewShot(metric=dspy_metric, max_bootstrapped_demos=max_demos, max_labeled_demos=0,
                                    max_errors=len(trainset) + 1)
@@ -137,19 +208,24 @@ def _run_optimizer(program, teacher, optimizer, trainset, devset, prompt_lm, *, 
     if optimizer == "random-search":
         tp = dspy.BootstrapFewShotWithRandomSearch(
             metric=dspy_metric, max_bootstrapped_demos=max_demos, max_labeled_demos=0,
-            num_candidate_programs=num_candidates, num_threads=threads, max_errors=len(trainset) + 1,
+            num_candidate_programs=budget.num_candidates, num_threads=threads, max_errors=len(trainset) + 1,
         )
-        return tp.compile(program, teacher=teacher, trainset=trainset, valset=devset or None)
+        return tp.compile(program, teacher=teacher, trainset=trainset, valset=selectset)
     if optimizer == "mipro":
-        tp = dspy.MIPROv2(metric=dspy_metric, prompt_model=prompt_lm, task_model=program.role_lms.get("planner"),
-                          max_bootstrapped_demos=max_demos, max_labeled_demos=0, auto=budget, num_threads=threads,
-                          seed=seed, max_errors=len(trainset) + 1)
-        return tp.compile(program, trainset=trainset, teacher=teacher, valset=devset or None,
-                          requires_permission_to_run=False, minibatch=len(devset or trainset) > 35)
-    limit = {"max_metric_calls": max_metric_calls} if max_metric_calls else {"auto": budget}
-    tp = dspy.GEPA(metric=gepa_metric, reflection_lm=prompt_lm, num_threads=threads, seed=seed, track_stats=False,
-                   **limit)
-    return tp.compile(program, trainset=trainset, valset=devset or None)
+        explicit = budget.trials is not None
+        tp = dspy.MIPROv2(metric=dspy_metric, prompt_model=writer, task_model=program.role_lms.get("planner"),
+                          max_bootstrapped_demos=max_demos, max_labeled_demos=0,
+                          auto=None if explicit else budget.auto,
+                          num_candidates=budget.num_candidates if explicit else None, num_threads=threads,
+                          seed=seed, max_errors=len(trainset) + 1, log_dir=budget.log_dir)
+        return tp.compile(program, trainset=trainset, teacher=teacher, valset=selectset,
+                          num_trials=budget.trials if explicit else None, minibatch=len(selectset) > 35)
+    limit = {"max_metric_calls": budget.max_metric_calls} if budget.max_metric_calls else {"auto": budget.auto}
+    # "all": each reflection rewrites every predictor the minibatch ran. Round robin would spend whole iterations on
+    # predictors of the other stage mode (or a Replan that never ran), which have no trace to reflect on.
+    tp = dspy.GEPA(metric=gepa_metric, reflection_lm=writer, num_threads=threads, seed=seed, track_stats=False,
+                   log_dir=budget.log_dir, component_selector="all", **limit)
+    return tp.compile(program, trainset=trainset, valset=selectset)
 
 
 def changed_predictors(before: Any, after: Any) -> list[str]:

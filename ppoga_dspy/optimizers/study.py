@@ -176,3 +176,31 @@ def worker_shares(remaining: int, workers: int) -> list[int]:
         return []
     base = remaining // count
     return [base + (1 if index < remaining % count else 0) for index in range(count)]
+
+
+#: The study's user attribute recording what it tunes (LM, dataset, split, seed, questions).
+PROVENANCE_ATTR = "ppoga_provenance"
+
+
+class StudyMismatch(ConfigError):
+    """The study was made with another LM or other questions; resuming would mix two tunings in one front."""
+
+
+def check_study_provenance(study: Any, provenance: dict[str, Any] | None, *, where: str) -> None:
+    """Record `provenance` on a new study; refuse (one line) to resume a study that recorded other values.
+
+    A study made before this record existed (no attribute, but trials) is resumed as it is.
+    """
+    if not provenance:
+        return
+    recorded = study.user_attrs.get(PROVENANCE_ATTR)
+    if recorded is None:
+        if not study.trials:
+            study.set_user_attr(PROVENANCE_ATTR, provenance)
+        return
+    for key, wanted in provenance.items():
+        found = recorded.get(key)
+        if found is not None and wanted is not None and str(found) != str(wanted):
+            raise StudyMismatch(f"study {study.study_name!r} in {where} was made with {key} {found!r}, and this run "
+                                f"uses {key} {wanted!r}; resume it with the same flags, or start another study "
+                                "with --study NAME or --storage")

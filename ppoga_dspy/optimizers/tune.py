@@ -30,6 +30,7 @@ from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.optimizers.study import (
     DEFAULT_HEARTBEAT,
     WORKER_ATTR,
+    check_study_provenance,
     complete_count,
     default_storage,
     fail_dead_trials,
@@ -112,8 +113,12 @@ class TuneResult:
 
 
 def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: Thresholds,
-               heartbeat: int = DEFAULT_HEARTBEAT, search_switches: bool = False) -> Any:
+               heartbeat: int = DEFAULT_HEARTBEAT, search_switches: bool = False,
+               provenance: dict[str, Any] | None = None) -> Any:
     """Create or load the study; a new one gets the starting thresholds enqueued as its first trial.
+
+    `provenance` (LM, dataset, split, seed, questions; `tune_provenance`) is recorded on a new study, and
+    a study that recorded other values is refused in one line (`StudyMismatch`) before any trial runs.
 
     `ppoga tune --workers N` calls this once before starting the workers, so that N processes
     loading the same new study do not each enqueue the starting point.
@@ -129,6 +134,7 @@ def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: T
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # set_metric_names is marked experimental
         study.set_metric_names(list(OBJECTIVES))
+    check_study_provenance(study, provenance, where=storage)
     if not study.trials:  # the starting point is always measured, so the front shows what tuning bought
         searched = SEARCHED + (SWITCHES if search_switches else ())
         start = {name: getattr(base, name) for name in searched}
@@ -138,6 +144,17 @@ def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: T
             start["gate_margin"] = min(GATE_MARGINS[1:], key=lambda m: abs(m - start["gate_margin"]))
         study.enqueue_trial(start, user_attrs={START_ATTR: True})
     return study
+
+
+def tune_provenance(*, lm: str, dataset: str | None, split: str | None, seed: int, examples: list) -> dict[str, Any]:
+    """What a study tunes for: the LM, the dataset and split, the seed, and a digest of the questions' ids."""
+    import hashlib
+
+    from ppoga_dspy.experiments.evaluate import example_id
+
+    ids = "\n".join(sorted(str(example_id(e)) for e in examples))
+    return {"lm": lm, "dataset": dataset, "split": split, "seed": seed,
+            "questions": f"{len(examples)}:{hashlib.sha256(ids.encode()).hexdigest()[:12]}"}
 
 
 def savings_at_equal_accuracy(study: Any, tolerance: float = EQUAL_HITS) -> dict[str, Any] | None:
@@ -184,6 +201,7 @@ def tune_thresholds(
     share: int | None = None,
     worker: int = 0,
     search_switches: bool = False,
+    provenance: dict[str, Any] | None = None,
 ) -> TuneResult:
     """Run (or resume) the study until it holds `trials` finished trials; return the chosen thresholds.
 
@@ -201,7 +219,7 @@ def tune_thresholds(
         raise ConfigError("no examples to tune on: pass a dataset/split with questions")
     base = program.thresholds
     study = open_study(storage, study_name=study_name, seed=seed + worker, trials=trials, base=base,
-                       heartbeat=heartbeat, search_switches=search_switches)
+                       heartbeat=heartbeat, search_switches=search_switches, provenance=provenance)
     remaining = remaining_trials(study, trials)
     if share is not None:
         remaining = min(share, remaining)

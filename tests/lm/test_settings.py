@@ -108,6 +108,7 @@ def test_every_setting_has_an_environment_variable(monkeypatch):
         "num_retries": "0",
         "timeout": "9.5",
         "constrain": "0",
+        "structured": "vllm",
     }
     assert set(values) == set(ENV_VARS) == set(LMSettings.model_fields)
     for field, value in values.items():
@@ -124,6 +125,7 @@ def test_every_setting_has_an_environment_variable(monkeypatch):
         "num_retries": 0,
         "timeout": 9.5,
         "constrain": False,
+        "structured": "vllm",
     }
 
 

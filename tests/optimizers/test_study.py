@@ -174,7 +174,8 @@ def test_worker_argv_rebuilds_the_same_flags():
             "--out", "x.json", "--storage", "journal:s.journal", "--workers", "3", "--trials", "9",
             "--set", "max_replans=0", "--set", "use_prediction=false", "--timeout", "12.5", "--json"]
     args = parser.parse_args(argv)
-    rebuilt = parser.parse_args(_worker_argv(args))
+    rebuilt = parser.parse_args(_worker_argv(argv))
+    assert parser.parse_args(_worker_argv([*argv[:-1], "--work=3"])).workers == 1  # an abbreviation goes too
     same = {k: v for k, v in vars(args).items() if k not in {"workers", "json", "handler"}}
     assert {k: v for k, v in vars(rebuilt).items() if k in same} == same
     assert rebuilt.workers == 1 and rebuilt.json is False
