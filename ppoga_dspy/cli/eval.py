@@ -22,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--retry-failed", action="store_true",
                      help="also rerun the questions whose row in --out failed (the new row replaces the old one)")
+    run.add_argument("--keep-prompts", action="store_true",
+                     help="keep each LM call's inputs (the prompt's fields) in the rows' trace; rows grow several-fold")
     run.add_argument("--shard", default=None, metavar="I/N",
                      help="run only shard I of N (a stable hash of each question id; same --split/--seed/--limit "
                           "on every shard); `ppoga report` merges the N run files")
@@ -68,10 +70,12 @@ def _eval(args: argparse.Namespace) -> int:
         startup = opened.warm_up()
         print(f"ppoga eval: start-up (models loaded) {startup:.1f} s, not counted in the time per question",
               file=sys.stderr)
-        provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program)}
+        provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program),
+                      # what `ppoga report` shows beside a comparison (only lm and program are checked on resume)
+                      "dataset": args.dataset, "split": args.split, "seed": args.seed, "kg": opened.kg.name}
         result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
                                 progress=not args.no_progress, provenance={**provenance, **provenance_extra},
-                                retry_failed=args.retry_failed)
+                                retry_failed=args.retry_failed, keep_prompts=args.keep_prompts)
     wanted = {example_id(ex) for ex in examples}
     rows = [row for row in result.rows if row.get("id") in wanted]
     summary = summarize(rows)
