@@ -40,6 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--json", action="store_true", help="print the summaries as JSON")
     report.add_argument("--merge", action="store_true",
                         help="summarize the files as one run (automatic when they are the shards of one run)")
+    report.add_argument("--html", type=Path, metavar="FILE", default=None,
+                        help="also write one self-contained HTML report (plots, every question's reasoning, the "
+                             "runs compared); it opens offline")
+    report.add_argument("--resamples", type=common.at_least(100), default=10_000, metavar="N",
+                        help="bootstrap resamples for the intervals of a comparison (default 10000, seed 0)")
     report.set_defaults(handler=_report)
 
 
@@ -118,9 +123,30 @@ def _report(args: argparse.Namespace) -> int:
             print("ppoga report: warning: some shards are unfinished (resume them with the same `ppoga eval`); "
                   "the summary covers the questions finished so far", file=sys.stderr)
         summaries = {merged.name: {**summarize(merged.rows), **next(iter(run_notes.values()))}}
+        runs = {merged.name: merged.rows}
     else:
         summaries = {path: {**summarize(rows), **run_notes[path]} for path, rows in runs.items()}
+    comparison = None
+    if len(runs) > 1:
+        from ppoga_dspy.experiments.compare import compare_runs
+
+        comparison = compare_runs(runs, resamples=args.resamples)
+        if comparison.coverage.warning:
+            print(f"ppoga report: warning: {comparison.coverage.warning}", file=sys.stderr)
     _print_summaries(summaries, as_json=args.json)
+    if comparison is not None and not args.json:
+        from rich.console import Console
+
+        from ppoga_dspy.experiments.compare import comparison_tables
+
+        console = Console()
+        for table in comparison_tables(comparison):
+            console.print(table)
+    if args.html:
+        from ppoga_dspy.experiments.html_report import write_report
+
+        written = write_report(args.html, runs, summaries=summaries, comparison=comparison)
+        print(f"ppoga report: wrote {args.html} ({written / 1e6:.1f} MB)", file=sys.stderr)
     return 0
 
 

@@ -118,8 +118,10 @@ class CycleView:
 
     @property
     def overridden(self) -> dict[str, Any] | None:
-        """The `decision_changed` note when a rule replaced the model's decision, else None."""
-        return next((n for n in self.after if n.get("stage") == "decision_changed"), None)
+        """The `decision_changed` note when a rule replaced the model's decision (not the routine finish on the
+        last step), else None."""
+        return next((n for n in self.after if n.get("stage") == "decision_changed" and not is_routine_override(n)),
+                    None)
 
 
 @dataclass
@@ -159,6 +161,8 @@ def timeline(row: dict[str, Any]) -> Timeline:
             cycles[ended].calls += 1
         if not _is_note(event):
             continue
+        if stage == "topics":
+            continue  # the topic entities are in memory's strategic layer
         if stage in _BEFORE_PLAN:
             before.append(event)
         elif stage in AFTER_DECISION and 0 < ended <= len(cycles):
@@ -170,12 +174,20 @@ def timeline(row: dict[str, Any]) -> Timeline:
     return Timeline(before=before, cycles=cycles, answer=answer)
 
 
+def is_routine_override(event: dict[str, Any]) -> bool:
+    """A rule change that is the plan's ordinary end: "proceed" past the last step is applied as "finish"."""
+    outputs = event.get("outputs") or {}
+    return event.get("stage") == "decision_changed" and (outputs.get("model"), outputs.get("applied")) == (
+        "proceed", "finish")
+
+
 def corrections(row: dict[str, Any]) -> dict[str, int]:
-    """How many path corrections, replans and rule overrides a row went through (from its trace)."""
+    """How many path corrections, replans and rule overrides a row went through (from its trace); the routine
+    proceed-to-finish on the last step is not counted as an override."""
     counts = {"path_correction": 0, "plan_correction": 0, "decision_changed": 0}
     for event in row.get("trace") or []:
         stage = event.get("stage")
-        if stage in counts:
+        if stage in counts and not is_routine_override(event):
             counts[stage] += 1
     return counts
 
