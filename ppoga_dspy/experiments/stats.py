@@ -34,7 +34,9 @@ def wilson_interval(successes: int, n: int, *, z: float = Z95) -> tuple[float, f
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact at the ends, where rounding could cross p
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return low, high
 
 
 @dataclass(frozen=True)

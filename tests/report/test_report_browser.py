@@ -3,6 +3,8 @@ offline, with no console error, every question row present, and a question's rea
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ppoga_dspy.cli import main
@@ -26,7 +28,8 @@ def test_report_renders_in_chromium(demo_runs, tmp_path):
         assert page.evaluate("Array.from(document.querySelectorAll('#questions tbody tr')).map(r => r.dataset.id)") \
             == ids
         assert page.evaluate("document.querySelectorAll('#plot-hops .main-svg').length") >= 1  # Plotly drew
-        page.evaluate(f"document.querySelector('#questions tbody tr[data-id={replanned!r}]').click()")
+        row = json.dumps(f'#questions tbody tr[data-id="{replanned}"]')
+        page.evaluate(f"document.querySelector({row}).click()")
         cycles = page.wait_for("!document.getElementById('viewer').hidden && "
                                "document.querySelectorAll('#viewer .cycle').length")
         assert cycles >= 3
