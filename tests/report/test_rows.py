@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ppoga_dspy.cli import main
 from ppoga_dspy.errors import DataError
 from ppoga_dspy.experiments.reasoning import corrections, has_reasoning, timeline
@@ -63,3 +65,10 @@ def test_show_unknown_id_is_one_line(demo_runs, capsys):
     assert main(["show", str(demo_runs["gold"]), "demo-0"]) == DataError.exit_code
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no question with id 'demo-0'" in err and "demo-001" in err
+
+
+def test_show_a_missing_file_or_json(demo_runs, capsys, tmp_path):
+    assert main(["show", str(tmp_path / "none.jsonl"), "demo-001"]) == DataError.exit_code
+    assert "no run file at" in capsys.readouterr().err
+    assert main(["show", str(demo_runs["gold"]), "demo-001", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "demo-001"
