@@ -4,6 +4,12 @@
     python benchmarks/report_shot.py RUN.jsonl OUT.png --question ID                # a question's reasoning view
     python benchmarks/report_shot.py RUN.jsonl OUT.png --full-page                  # the whole page
 
+docs/report-wc2014.png was taken so (two runs of 60 WC-P2 test questions, `ppoga eval --dataset
+wc2014:../shared/data/wc2014/WC-P2.txt --split test --limit 60 --lm oracle/gold-path` and `--lm oracle/noisy:0.2`):
+
+    python benchmarks/report_shot.py runs/wc-gold.jsonl runs/wc-noisy.jsonl docs/report-wc2014.png \
+        --question WC-P2-00144 --palette
+
 The report is written beside OUT.png (`OUT.html`), as `ppoga report RUN... --html OUT.html` writes it.
 """
 
@@ -20,6 +26,8 @@ def main() -> int:
     parser.add_argument("files", nargs="+", type=Path, metavar="RUN.jsonl ... OUT.png")
     parser.add_argument("--question", metavar="ID", default=None, help="open this question's reasoning view")
     parser.add_argument("--full-page", action="store_true", help="the whole page, not the first screen")
+    parser.add_argument("--palette", action="store_true",
+                        help="write a 128-colour PNG (about a third of the bytes; what docs/ keeps)")
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1000)
     args = parser.parse_args()
@@ -51,6 +59,12 @@ def main() -> int:
     if errors:
         print("report_shot: the page logged errors: " + "; ".join(errors), file=sys.stderr)
         return 1
+    if args.palette:
+        from PIL import Image  # Pillow comes with matplotlib
+
+        with Image.open(out) as image:
+            small = image.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+        small.save(out, optimize=True)
     print(f"report_shot: wrote {out} ({out.stat().st_size / 1e3:.0f} KB) from {report}")
     return 0
 
