@@ -10,7 +10,7 @@ wc2014:../shared/data/wc2014/WC-P2.txt --split test --limit 60 --lm oracle/gold-
     python benchmarks/report_shot.py runs/wc-gold.jsonl runs/wc-noisy.jsonl docs/report-wc2014.png \
         --question WC-P2-00144 --palette
 
-The report is written beside OUT.png (`OUT.html`), as `ppoga report RUN... --html OUT.html` writes it.
+The report is written as `ppoga report RUN... --html FILE` writes it, to a temporary file (kept with `--html FILE`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def main() -> int:
     parser.add_argument("--full-page", action="store_true", help="the whole page, not the first screen")
     parser.add_argument("--palette", action="store_true",
                         help="write a 128-colour PNG (about a third of the bytes; what docs/ keeps)")
+    parser.add_argument("--html", type=Path, default=None, metavar="FILE", help="keep the report here")
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1000)
     args = parser.parse_args()
@@ -37,7 +38,10 @@ def main() -> int:
     from ppoga_dspy.cli import main as ppoga
     from ppoga_dspy.testing.browser import BrowserError, chromium_page
 
-    report = out.with_suffix(".html")
+    import tempfile
+
+    folder = tempfile.TemporaryDirectory(prefix="report-shot-")
+    report = args.html or Path(folder.name) / "report.html"
     code = ppoga(["report", *map(str, runs), "--html", str(report)])
     if code != 0:
         return code
@@ -65,7 +69,8 @@ def main() -> int:
         with Image.open(out) as image:
             small = image.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
         small.save(out, optimize=True)
-    print(f"report_shot: wrote {out} ({out.stat().st_size / 1e3:.0f} KB) from {report}")
+    print(f"report_shot: wrote {out} ({out.stat().st_size / 1e3:.0f} KB)" + (f" from {report}" if args.html else ""))
+    folder.cleanup()
     return 0
 
 
