@@ -35,10 +35,10 @@ def main() -> int:
     *runs, out = args.files
     if not runs or out.suffix.lower() != ".png":
         parser.error("give one or more run files, then the PNG to write (OUT.png)")
+    import tempfile
+
     from ppoga_dspy.cli import main as ppoga
     from ppoga_dspy.testing.browser import BrowserError, chromium_page
-
-    import tempfile
 
     folder = tempfile.TemporaryDirectory(prefix="report-shot-")
     report = args.html or Path(folder.name) / "report.html"
