@@ -20,7 +20,7 @@ from ppoga_dspy import __version__
 
 # Command groups, in the order `ppoga --help` lists them. A module that is missing is skipped so a
 # partial install still offers the rest.
-_COMMAND_MODULES = ("ask", "eval", "compile", "tune", "kg")
+_COMMAND_MODULES = ("ask", "eval", "show", "compile", "tune", "kg")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--retry-failed", action="store_true",
                      help="also rerun the questions whose row in --out failed (the new row replaces the old one)")
+    run.add_argument("--keep-prompts", action="store_true",
+                     help="keep each LM call's inputs (the prompt's fields) in the rows' trace; rows grow several-fold")
     run.add_argument("--shard", default=None, metavar="I/N",
                      help="run only shard I of N (a stable hash of each question id; same --split/--seed/--limit "
                           "on every shard); `ppoga report` merges the N run files")
@@ -38,6 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--json", action="store_true", help="print the summaries as JSON")
     report.add_argument("--merge", action="store_true",
                         help="summarize the files as one run (automatic when they are the shards of one run)")
+    report.add_argument("--html", type=Path, metavar="FILE", default=None,
+                        help="also write one self-contained HTML report (plots, every question's reasoning, the "
+                             "runs compared); it opens offline")
+    report.add_argument("--resamples", type=common.at_least(100), default=10_000, metavar="N",
+                        help="bootstrap resamples for the intervals of a comparison (default 10000, seed 0)")
     report.set_defaults(handler=_report)
 
 
@@ -71,10 +78,11 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"ppoga eval: start-up (models loaded) {startup:.1f} s, not counted in the time per question",
               file=sys.stderr)
         provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program),
-                      "dataset": args.dataset, "split": args.split, "seed": args.seed}
+                      # the kg is what `ppoga report` shows beside a comparison; the rest is also checked on resume
+                      "dataset": args.dataset, "split": args.split, "seed": args.seed, "kg": opened.kg.name}
         result = run_evaluation(opened.program, examples, out=args.out, threads=args.threads,
                                 progress=not args.no_progress, provenance={**provenance, **provenance_extra},
-                                retry_failed=args.retry_failed)
+                                retry_failed=args.retry_failed, keep_prompts=args.keep_prompts)
     wanted = {example_id(ex) for ex in examples}
     rows = [row for row in result.rows if row.get("id") in wanted]
     summary = summarize(rows)
@@ -119,9 +127,30 @@ def _report(args: argparse.Namespace) -> int:
             print("ppoga report: warning: some shards are unfinished (resume them with the same `ppoga eval`); "
                   "the summary covers the questions finished so far", file=sys.stderr)
         summaries = {merged.name: {**summarize(merged.rows), **next(iter(run_notes.values()))}}
+        runs = {merged.name: merged.rows}
     else:
         summaries = {path: {**summarize(rows), **run_notes[path]} for path, rows in runs.items()}
+    comparison = None
+    if len(runs) > 1:
+        from ppoga_dspy.experiments.compare import compare_runs
+
+        comparison = compare_runs(runs, resamples=args.resamples)
+        if comparison.coverage.warning:
+            print(f"ppoga report: warning: {comparison.coverage.warning}", file=sys.stderr)
     _print_summaries(summaries, as_json=args.json)
+    if comparison is not None and not args.json:
+        from rich.console import Console
+
+        from ppoga_dspy.experiments.compare import comparison_tables
+
+        console = Console()
+        for table in comparison_tables(comparison):
+            console.print(table)
+    if args.html:
+        from ppoga_dspy.experiments.html_report import write_report
+
+        written = write_report(args.html, runs, summaries=summaries, comparison=comparison)
+        print(f"ppoga report: wrote {args.html} ({written / 1e6:.1f} MB)", file=sys.stderr)
     return 0
 
 

@@ -60,9 +60,11 @@ def example_id(example: Any) -> str:
     return "q-" + hashlib.sha1(question.encode("utf-8")).hexdigest()[:12]
 
 
-def record_for(example: Any, prediction: Any, seconds: float) -> dict[str, Any]:
-    """One JSONL line: PoG's fields, our metrics, status, costs and the trace."""
+def record_for(example: Any, prediction: Any, seconds: float, *, keep_prompts: bool = False) -> dict[str, Any]:
+    """One JSONL line: PoG's fields, our metrics, status, costs, and the reasoning (plan, step cycles, trace;
+    see `ppoga_dspy.experiments.reasoning`; `keep_prompts` keeps each LM call's inputs too)."""
     from ppoga_dspy.experiments.metrics import score_prediction
+    from ppoga_dspy.experiments.reasoning import reasoning_fields
 
     costs = dict(getattr(prediction, "costs", {}) or {})
     answers = list(getattr(prediction, "answers", []) or [])
@@ -90,7 +92,7 @@ def record_for(example: Any, prediction: Any, seconds: float) -> dict[str, Any]:
         "metrics": metrics,
         "metadata": metadata,
         "costs": costs,
-        "trace": getattr(prediction, "trace", []),
+        **reasoning_fields(prediction, keep_prompts=keep_prompts),  # memory, trace
     }
 
 
@@ -104,12 +106,12 @@ def failure_record(example: Any, exc: BaseException, seconds: float) -> dict[str
     return record_for(example, failed, seconds)
 
 
-def answer_one(program: Callable[..., Any], example: Any) -> dict[str, Any]:
+def answer_one(program: Callable[..., Any], example: Any, *, keep_prompts: bool = False) -> dict[str, Any]:
     """Run one question and make its record; a program that raises (a bug) still yields a failed record."""
     started = time.perf_counter()
     try:
         prediction = program(question=example.question, topic_entities=getattr(example, "topic_entities", None))
-        return record_for(example, prediction, time.perf_counter() - started)
+        return record_for(example, prediction, time.perf_counter() - started, keep_prompts=keep_prompts)
     except Exception as exc:
         return failure_record(example, exc, time.perf_counter() - started)
 
@@ -133,12 +135,14 @@ def run_evaluation(
     on_record: Callable[[dict[str, Any]], None] | None = None,
     provenance: dict[str, Any] | None = None,
     retry_failed: bool = False,
+    keep_prompts: bool = False,
 ) -> RunResult:
     """Run `program` over the examples not yet in `out`, appending one line per finished question.
 
     `provenance` (e.g. `{"lm": "openai/gpt-4o-mini", "program": program_fingerprint(program)}`) is
     written into every row and checked against the rows already in the file (RunMismatch on a
-    difference). `retry_failed` reruns questions whose latest row failed. The file is locked for the
+    difference). `retry_failed` reruns questions whose latest row failed. `keep_prompts` keeps each LM call's
+    inputs in the rows' trace (see `ppoga_dspy.experiments.reasoning`). The file is locked for the
     whole run (RunLocked if another process holds it). Threads inherit the caller's DSPy context (LM,
     adapter, usage tracking). Ctrl-C stops submitting, lets questions in flight finish writing, and
     leaves a valid, resumable file.
@@ -160,7 +164,7 @@ def run_evaluation(
         hits = Counter()
 
         def solve(example: Any) -> dict[str, Any]:
-            record = {**answer_one(program, example), **provenance}
+            record = {**answer_one(program, example, keep_prompts=keep_prompts), **provenance}
             line = row_line(record)
             with lock:
                 with out.open("a", encoding="utf-8") as handle:
