@@ -112,7 +112,7 @@ def load_nsm(path: Path) -> list:
             answers=answers, answer_ids=ids, dataset="nsm", source=path.name, source_path=str(path.resolve()),
             subgraph_line=number,
             subgraph_triples=len(tuples), relations_in_subgraph=len({t[1] for t in tuples}),
-            answer_groups=[[a] for a in answers],
+            answer_groups=[[a] for a in answers], gold_ids=ids,
         ))
     return examples
 

@@ -19,7 +19,7 @@ _SNIFF_LINES = 20
 
 
 def looks_like_pipe_kb(path: str | Path) -> bool:
-    """True when the file's first non-empty lines are `a|b|c` without tabs (MetaQA), not IRN's `a<TAB>b<TAB>c`."""
+    """True when the first non-empty line is `a|b|c` and no early line has a tab (MetaQA), not IRN's `a<TAB>b<TAB>c`."""
     seen = 0
     try:
         with Path(path).open(encoding="utf-8", errors="replace") as handle:
@@ -27,7 +27,7 @@ def looks_like_pipe_kb(path: str | Path) -> bool:
                 line = line.rstrip("\r\n")
                 if not line.strip():
                     continue
-                if "\t" in line or line.count("|") != 2:
+                if "\t" in line or (seen == 0 and line.count("|") != 2):  # a later bad line is the importer's to name
                     return False
                 seen += 1
                 if seen >= _SNIFF_LINES:
