@@ -13,7 +13,9 @@ hop in the IRN path text of `metadata["group"]`), per gold hop i:
 - entity reached: an on-path entity of hop i was among the candidates SelectEntities saw (after
   pruning), counted over the hops where the gold relation was followed from an on-path entity;
 - and per question, whether a gold answer's name was in the evidence the answer was read from.
-`hub`: the question's gold path passes an entity with more than `HUB` neighbours on its next gold relation.
+`hub`: the question's gold path touches an entity with more than `HUB` neighbours on a gold relation (a
+source with that many on the relation it follows, or a reached entity, an answer included, with that many
+on the relation that reached it: genre Drama has 4,030 movies).
 Without gold paths (the CWQ sample), menu sizes, mediator read-throughs and whether an answer entity
 was reached at all.
 """
@@ -85,19 +87,25 @@ def measure_row(row: dict[str, Any], hub_of: Any = None) -> dict[str, Any]:
         or any(normalize_name(k) in {normalize_name(a) for a in gold} for g in groups for k in g.get("kept") or []),
     }
     keys, layers = gold_layers(meta)
-    rel_hits, ent_hits, hub = [], [], False
+    rel_hits: list[bool | None] = []  # per gold hop; None where the program never stood on that hop's sources
+    ent_hits: list[bool | None] = []
+    hub = False
     for hop, key in enumerate(keys if layers else []):
         sources = layers[hop]
-        if hub_of is not None and any(hub_of(s, key) > HUB for s in list(sources)[:200]):
+        if hub_of is not None and (any(hub_of(s, key) > HUB for s in list(sources)[:200])
+                                   or any(hub_of(t, _flip(key)) > HUB for t in list(layers[hop + 1])[:200])):
             hub = True
         seen = [m for m in menus if m.get("entity") in sources]
-        if seen:
-            rel_hits.append(any(key in (m.get("shown") or []) for m in seen))
+        rel_hits.append(any(key in (m.get("shown") or []) for m in seen) if seen else None)
         followed = [g for g in groups if g.get("entity") in sources and g.get("relation") == key]
-        if followed:
-            ent_hits.append(any(set(g.get("kept") or []) & layers[hop + 1] for g in followed))
+        ent_hits.append(any(set(g.get("kept") or []) & layers[hop + 1] for g in followed) if followed else None)
     out.update(relation_hits=rel_hits, entity_hits=ent_hits, hub=hub)
     return out
+
+
+def _flip(key: str) -> str:
+    """The same relation followed the other way: `r` <-> `r (reverse)`."""
+    return key.removesuffix(" (reverse)") if key.endswith(" (reverse)") else f"{key} (reverse)"
 
 
 def _rate(flags: list[bool]) -> float | None:
@@ -110,8 +118,8 @@ def _mean(values: list[float]) -> float | None:
 
 def summarize(measures: list[dict[str, Any]]) -> dict[str, Any]:
     """Rates over questions (relation and entity recall over the gold hops the program reached)."""
-    rel = [h for m in measures for h in m["relation_hits"]]
-    ent = [h for m in measures for h in m["entity_hits"]]
+    rel = [h for m in measures for h in m["relation_hits"] if h is not None]
+    ent = [h for m in measures for h in m["entity_hits"] if h is not None]
     evidence = [m["answer_in_evidence"] for m in measures if m["answer_in_evidence"] is not None]
     return {
         "n": len(measures),
@@ -132,8 +140,10 @@ def summarize(measures: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def instrument_table(rows: list[dict[str, Any]], hub_of: Any = None) -> dict[str, dict[str, Any]]:
-    """Summaries per `dataset hops`, plus a `... hub` row for the questions whose gold path passes a hub."""
+def instrument_table(rows: list[dict[str, Any]], hub_of: Any = None, *, by_type: bool = False
+                     ) -> dict[str, dict[str, Any]]:
+    """Summaries per `dataset hops`, plus a `... hub` row for the questions whose gold path passes a hub
+    (and, with `by_type`, one row per template)."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         measure = measure_row(row, hub_of)
@@ -141,6 +151,8 @@ def instrument_table(rows: list[dict[str, Any]], hub_of: Any = None) -> dict[str
         groups[label].append(measure)
         if measure["hub"]:
             groups[f"{label} hub"].append(measure)
+        if by_type and measure["type"]:
+            groups[f"{label} {measure['type']}"].append(measure)
     return {label: summarize(ms) for label, ms in sorted(groups.items())}
 
 
