@@ -118,6 +118,34 @@ def run_row(row: str, hop: int, examples: list, data: Path, runs: Path, args: ar
     return [r for r in result.rows if r.get("id") in wanted]
 
 
+def cwq_sample(data: Path) -> str:
+    """The 8 CWQ questions of the sample, each on its own Freebase subgraph, with --lm none and the gold-path
+    planner (which has no gold path here: it shows the menus and mediators a planner meets, not an accuracy)."""
+    from ppoga_dspy.app.session import ProgramSettings, open_program
+    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.experiments.evaluate import answer_one
+    from ppoga_dspy.experiments.instruments import instrument_table
+    from ppoga_dspy.experiments.instruments import markdown as instruments_markdown
+    from ppoga_dspy.experiments.nsm import question_kg_file
+    from ppoga_dspy.lm.settings import LMSettings
+
+    folder = data / "cwq-subgraph-sample"
+    tables = []
+    for lm in ("none", "oracle/gold-path"):
+        rows = []
+        for split in ("train", "dev", "test"):
+            spec = f"nsm:{folder / f'{split}_simple.json'}"
+            for example in load_dataset(spec):
+                settings = ProgramSettings(dataset=spec, kg=str(question_kg_file(example)), dialect="freebase",
+                                           lm=LMSettings(lm=lm), stages="fused")
+                with open_program(settings, examples=[example]) as opened:
+                    row = answer_one(opened.program, example)
+                row["metadata"]["dataset"] = f"cwq sample, --lm {lm}"
+                rows.append(row)
+        tables.append(instruments_markdown(instrument_table(rows)))
+    return "\n".join([tables[0], *[t.split("\n", 2)[2] for t in tables[1:]]])
+
+
 def cell(rows: list[dict], ceiling: float | None) -> dict:
     from ppoga_dspy.experiments.evaluate import summarize
 
@@ -153,6 +181,9 @@ def main() -> int:
     parser.add_argument("--compile-limit", type=int, default=300, help="dev questions the knn artifact is built on")
     parser.add_argument("--runs", type=Path, default=Path("runs/metaqa"), help="folder of the resumable run files")
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON here")
+    parser.add_argument("--cwq-sample", action="store_true",
+                        help="also run the 8 CWQ questions of cwq-subgraph-sample/ on their own subgraphs "
+                             "and print their instruments (menu sizes, mediators read through, answer reached)")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: the table of what the run files already hold (for a run in progress)")
     add_data_option(parser)
@@ -196,6 +227,10 @@ def main() -> int:
         print("Instruments of the cuts (gold-path, paper stages):")
         print(instruments_markdown(instrument_table(instrument_rows, kb_hub_counter(kb_index(data / "metaqa" /
                                                                                           "kb.txt")))))
+    if args.cwq_sample:
+        print()
+        print("CWQ sample (8 questions, each on its own Freebase subgraph):")
+        print(cwq_sample(data))
     if args.json:
         args.json.write_text(json.dumps({r: {str(h): c for h, c in hs.items()} for r, hs in table.items()},
                                         indent=2) + "\n", encoding="utf-8")

@@ -175,6 +175,21 @@ def union_store(path: Path) -> Path:
     return cached_store_dir(nt, dialect="freebase", fmt="nt") or nt
 
 
+def question_kg_file(example: Any, path: Path | None = None) -> Path:
+    """One question's subgraph as an .nt file under the KG cache (a temporary folder with the cache off), for
+    `--kg`: the question then runs on its own subgraph, as GraftNet / NSM run it."""
+    import tempfile
+
+    from ppoga_dspy.kg.persistent import cache_root, store_key
+
+    meta = dict(getattr(example, "metadata", {}) or {})
+    source = path or Path(meta["source_path"])
+    root = cache_root()
+    folder = root / "nsm" if root is not None else Path(tempfile.mkdtemp(prefix="ppoga-nsm-"))
+    out = folder / f"{store_key(source, 'nsm')}-q{int(meta['subgraph_line'])}.nt"
+    return out if out.is_file() else write_subgraphs(source, out, {int(meta["subgraph_line"])})
+
+
 def kg_for(example: Any = None, *, path: Path | None = None, union: bool = False, **options: Any):
     """A KnowledgeGraph (Freebase dialect) of one example's subgraph, or with `union`, of its whole file."""
     from ppoga_dspy.kg import open_kg
