@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ppoga_dspy.kg import KGLoadError, open_kg
 from ppoga_dspy.kg.base import InvalidIdentifier
@@ -104,3 +106,22 @@ def test_the_cache_can_be_turned_off(kb, monkeypatch):
     monkeypatch.setenv("PPOGA_KG_CACHE", "off")
     with open_kg(kb) as kg:
         assert kg.engine.path is None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.text(max_size=40) | st.lists(st.sampled_from(['"', ">", "<", "{", "}", "\\", "%", " ", "é", "\n", "#",
+                                                            "?", "Monsters, Inc."]), max_size=8).map("".join))
+def test_an_accepted_name_binds_exactly_its_iri_and_maps_back(name):
+    """Any name the dialect accepts is one IRI in a query (run by a real SPARQL engine), never query text."""
+    import pyoxigraph
+
+    from ppoga_dspy.kg.terms import iri_ref
+
+    dialect = NamesDialect()
+    try:
+        iri = dialect.entity_iri(name)
+    except InvalidIdentifier:
+        assert not name or name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name) > 1000
+        return
+    rows = list(pyoxigraph.Store().query(f"SELECT ?t WHERE {{ BIND({iri_ref(iri)} AS ?t) }}"))
+    assert len(rows) == 1 and rows[0]["t"].value == iri and dialect.entity_id(iri) == name
