@@ -90,12 +90,20 @@ class OpenedProgram:
 
 
 def default_kg_path(dataset_spec: str | None) -> Path:
-    """A benchmark's own KG beside its question file (IRN benchmarks), else the demo KG."""
+    """A benchmark's own KG beside its question file (IRN benchmarks, MetaQA's kb.txt; for the NSM subgraph
+    releases, the union of the file's subgraphs), else the demo KG."""
     if dataset_spec and ":" in dataset_spec:
-        _, _, path = dataset_spec.partition(":")
+        fmt, _, path = dataset_spec.partition(":")
         own = _OWN_KG.get(Path(path).name)
         if own:
             return Path(path).parent / own
+        fmt = fmt.strip().lower()
+        if fmt == "metaqa" and (Path(path).parent / "kb.txt").is_file():
+            return Path(path).parent / "kb.txt"
+        if fmt == "nsm" and Path(path).is_file():
+            from ppoga_dspy.experiments.nsm import union_store
+
+            return union_store(Path(path))
         raise ConfigError(f"--kg is required for {dataset_spec}: it does not ship its own KG")
     from ppoga_dspy.data import DEMO_KG
 

@@ -283,6 +283,18 @@ def _load_demo(path: Path) -> list:
     return examples
 
 
+def _load_metaqa(path: Path) -> list:
+    from ppoga_dspy.experiments.metaqa import load_metaqa  # its own module (templates, KB reachability)
+
+    return load_metaqa(path)
+
+
+def _load_nsm(path: Path) -> list:
+    from ppoga_dspy.experiments.nsm import load_nsm  # its own module (subgraphs, both name layouts)
+
+    return load_nsm(path)
+
+
 _LOADERS: dict[str, Callable[[Path], list]] = {
     "pathquestion": _load_pathquestion,
     "pql": _load_pathquestion,
@@ -294,6 +306,8 @@ _LOADERS: dict[str, Callable[[Path], list]] = {
     "simpleqa": _load_simpleqa,
     "qald10": _load_qald10,
     "demo": _load_demo,
+    "metaqa": _load_metaqa,
+    "nsm": _load_nsm,
 }
 DATASET_FORMATS: tuple[str, ...] = tuple(_LOADERS)
 # `demo-train`: questions over the demo KG, disjoint from the demo's own (scripts/make_demo_train.py); the

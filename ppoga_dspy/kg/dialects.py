@@ -32,8 +32,11 @@ WIKIDATA_DIRECT = "http://www.wikidata.org/prop/direct/"
 IRN_BASE = "http://ppoga-dspy.org/irn/"
 IRN_ENTITY = IRN_BASE + "entity/"
 IRN_RELATION = IRN_BASE + "relation/"
+NAMES_BASE = "http://ppoga-dspy.org/names/"
+NAMES_ENTITY = NAMES_BASE + "entity/"
+NAMES_RELATION = NAMES_BASE + "relation/"
 
-DIALECT_NAMES = ("freebase", "wikidata", "rdf", "irn")
+DIALECT_NAMES = ("freebase", "wikidata", "rdf", "irn", "names")
 ONTOLOGY_ENV = "PPOGA_GRAILQA_ONTOLOGY"
 
 
@@ -370,11 +373,60 @@ class IrnDialect(Dialect):
         return entity_id
 
 
+# -- KBs whose entities are their names (MetaQA's `head|relation|tail`) -------------------------------
+
+# A name: 1-1000 characters, no control characters, no leading or trailing space. Spaces, commas,
+# quotes and brackets occur ("Monsters, Inc.", "Jack Frost"); the IRI percent-encodes them all.
+_NAME = re.compile(r"(?=\S)[^\x00-\x1f\x7f]{1,1000}(?<=\S)")
+_NAMED_RELATION = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*")
+
+
+class NamesDialect(Dialect):
+    """KBs that identify an entity by its name, spaces and punctuation included (MetaQA's WikiMovies KB).
+
+    Ids are the names themselves; the IRI is the name percent-encoded under http://ppoga-dspy.org/names/,
+    so any name maps to a valid IRI and nothing the caller writes can reach a query unescaped. Relations
+    are plain identifiers (`directed_by`).
+    """
+
+    name = "names"
+    labels_are_ids = True
+
+    def __init__(self, *, language: str | None = None) -> None:
+        super().__init__(language=language)
+
+    def entity_iri(self, entity_id: str) -> str:
+        if not isinstance(entity_id, str) or not _NAME.fullmatch(entity_id):
+            raise InvalidIdentifier(
+                f"names dialect: {entity_id!r} is not a valid entity name (1-1000 characters, no line breaks or "
+                "control characters, no leading or trailing space)"
+            )
+        return NAMES_ENTITY + quote(entity_id, safe="")
+
+    def relation_iri(self, relation_id: str) -> str:
+        if not isinstance(relation_id, str) or len(relation_id) > 200 or not _NAMED_RELATION.fullmatch(relation_id):
+            raise InvalidIdentifier(
+                f"names dialect: {relation_id!r} is not a valid relation (letters, digits, _ and -, e.g. directed_by)"
+            )
+        return NAMES_RELATION + relation_id
+
+    def entity_id(self, iri: str) -> str | None:
+        return unquote(iri[len(NAMES_ENTITY) :]) if iri.startswith(NAMES_ENTITY) else None
+
+    def relation_id(self, iri: str) -> str | None:
+        local = iri[len(NAMES_RELATION) :] if iri.startswith(NAMES_RELATION) else None
+        return local if local and _NAMED_RELATION.fullmatch(local) else None
+
+    def fallback_label(self, entity_id: str) -> str:
+        return entity_id
+
+
 _DIALECTS: dict[str, type[Dialect]] = {
     "freebase": FreebaseDialect,
     "wikidata": WikidataDialect,
     "rdf": RdfDialect,
     "irn": IrnDialect,
+    "names": NamesDialect,
 }
 
 

@@ -88,8 +88,22 @@ def _open_files(paths: list[Path], dialect, make, *, timeout: float, cache_size:
     if missing:
         raise KGLoadError(f"no such KG file: {', '.join(map(str, missing))}; expected {ACCEPTED}")
     chosen = make(dialect or detect_dialect(paths))
+    cached = _cached_store(paths, chosen.name)
+    if cached is not None:
+        return SparqlGraph(EmbeddedStore.open_dir(cached, timeout=timeout), chosen, cache_size=cache_size)
     engine = EmbeddedStore.in_memory(paths, timeout=timeout)
     if engine.count_triples() == 0:  # every question would spend LM calls on a graph that answers nothing
         engine.close()
         raise KGLoadError(f"{', '.join(map(str, paths))} holds no triples; is it the right KG file?")
     return SparqlGraph(engine, chosen, cache_size=cache_size)
+
+
+def _cached_store(paths: list[Path], dialect: str):
+    """A MetaQA (`head|relation|tail`) KB is imported once into a store under the user cache (see persistent.py);
+    None for other files, or when the cache is off."""
+    from ppoga_dspy.kg.importers import detect_format
+    from ppoga_dspy.kg.persistent import cached_store_dir
+
+    if len(paths) != 1 or detect_format(paths[0]) != "pipe":
+        return None
+    return cached_store_dir(paths[0], dialect=dialect, fmt="pipe")

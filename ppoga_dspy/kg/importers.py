@@ -22,9 +22,10 @@ from ppoga_dspy.kg.dialects import (
     IrnDialect,
     pql_relation,
 )
+from ppoga_dspy.kg.pipe_kb import looks_like_pipe_kb, pipe_ntriples
 from ppoga_dspy.kg.terms import escape_string
 
-FORMATS = ("nt", "ttl", "nq", "irn")
+FORMATS = ("nt", "ttl", "nq", "irn", "pipe")
 _EXTENSIONS = {
     ".nt": "nt",
     ".ntriples": "nt",
@@ -50,6 +51,7 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
             "n-quads": "nq",
             "tsv": "irn",
             "txt": "irn",
+            "metaqa": "pipe",
         }.get(key, key)
         if key not in FORMATS:
             raise KGLoadError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -58,9 +60,12 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
     if suffix not in _EXTENSIONS:
         raise KGLoadError(
             f"cannot tell the format of {path} from its extension; use .nt, .ttl, .nq, or .txt/.tsv for IRN "
-            "tab-separated KBs, or pass --format nt|ttl|nq|irn"
+            "tab-separated KBs, or pass --format nt|ttl|nq|irn|pipe"
         )
-    return _EXTENSIONS[suffix]
+    kind = _EXTENSIONS[suffix]
+    if kind == "irn" and looks_like_pipe_kb(path):  # MetaQA's kb.txt: head|relation|tail
+        return "pipe"
+    return kind
 
 
 def _check_exists(path: Path) -> None:
@@ -74,8 +79,9 @@ def detect_dialect(paths: Iterable[str | Path], fmt: str | None = None) -> str:
     for raw in paths:
         path = Path(raw)
         _check_exists(path)
-        if detect_format(path, fmt) == "irn":
-            found.add("irn")
+        kind = detect_format(path, fmt)
+        if kind in ("irn", "pipe"):
+            found.add("irn" if kind == "irn" else "names")
             continue
         with path.open("rb") as handle:
             head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
@@ -159,11 +165,12 @@ def load_files(store, paths: Iterable[str | Path], *, fmt: str | None = None, bu
         _check_exists(path)
         kind = detect_format(path, fmt)
         try:
-            if kind == "irn":
+            if kind in ("irn", "pipe"):
                 import pyoxigraph as ox
 
+                lines = irn_ntriples(path, seen) if kind == "irn" else pipe_ntriples(path, seen)
                 chunk: list[str] = []
-                for line in irn_ntriples(path, seen):
+                for line in lines:
                     chunk.append(line)
                     if len(chunk) >= _CHUNK_LINES:
                         loader("".join(chunk).encode("utf-8"), ox.RdfFormat.N_TRIPLES)
@@ -196,8 +203,8 @@ def export_ntriples(paths: Iterable[str | Path], out_path: str | Path, format: s
             path = Path(raw)
             _check_exists(path)
             kind = detect_format(path, format)
-            if kind == "irn":
-                for line in irn_ntriples(path, seen):
+            if kind in ("irn", "pipe"):
+                for line in irn_ntriples(path, seen) if kind == "irn" else pipe_ntriples(path, seen):
                     handle.write(line)
                     count += 1
                 continue

@@ -181,7 +181,7 @@ class Executor(dspy.Module):
                 continue
             for relation in self._choose_relations(run, question, objective, entity, relations, query):
                 group = self._follow(run, entity, relation, observation)
-                candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
+                candidates.extend(self._pruned(run, entity, relation, group, query, prune))
         return candidates
 
     def _gather_fused(
@@ -200,8 +200,17 @@ class Executor(dspy.Module):
         candidates: list[Candidate] = []
         for entity, relation in pairs:
             group = self._follow(run, entity, relation, observation)
-            candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
+            candidates.extend(self._pruned(run, entity, relation, group, query, prune))
         return candidates
+
+    def _pruned(self, run: QuestionRun, entity: Entity, relation: Relation, group: list[Candidate], query: str,
+                prune: bool) -> list[Candidate]:
+        """One (entity, relation) group after pruning; the trace records its size before and after and what is kept
+        (a traced fact for the measurement of each cut, experiments/instruments.py)."""
+        kept = self._prune(group, query, run.thresholds.prune_threshold) if prune else group
+        run.note("entities.pruned", entity=entity.id, relation=relation_key(relation), before=len(group),
+                 after=len(kept), kept=[c.entity.id for c in kept])
+        return kept
 
     def _follow(
         self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation
@@ -306,6 +315,7 @@ class Executor(dspy.Module):
         keep = run.thresholds.relation_candidates
         if len(order) > keep:
             run.note("select_relations.ranked", entity=entity.id, shown=keep, of=len(relations))
+        run.note("relations.menu", entity=entity.id, of=len(relations), shown=[names[i] for i in order[:keep]])
         return Menu(entity, [relations[i] for i in order[:keep]], scores[:keep])
 
     def _prune(self, candidates: list[Candidate], query: str, keep: int) -> list[Candidate]:
