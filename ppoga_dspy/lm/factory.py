@@ -116,9 +116,9 @@ def make_lm(
       embedded) transient failures are retried with backoff, then the error propagates (see `GuardedLM`).
     - `cache` (default True): replies are cached by endpoint, engine and request; bad replies never are.
     - `constrain` (embedded model only; default $PPOGA_EMBEDDED_CONSTRAIN, on): decode-time constraints on
-      choices, decisions and plans (`lm/constraints.py`). Ignored for remote models, which are validated
+      choices, decisions and plans (`inference/constraints.py`). Ignored for remote models, which are validated
       and salvaged after the reply instead.
-    - `adapter` (embedded model only): a LoRA adapter folder merged into the weights (`lm/lora.py`).
+    - `adapter` (embedded model only): a LoRA adapter folder merged into the weights (`inference/lora.py`).
 
     Raises LMConfigError for an invalid spec or option.
     """
