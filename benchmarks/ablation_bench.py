@@ -1,6 +1,6 @@
 """The paper's ablation table, measured: Hits@1 and LM calls per question with a noisy planner.
 
-The planner is `oracle/noisy:P` (`ppoga_dspy.experiments.scripted.NoisyPlanner`): it follows each
+The planner is `oracle/noisy:P` (`ppoga_dspy.experiments.noisy_planner.NoisyPlanner`): it follows each
 question's gold path but picks a wrong relation or entity with probability P per decision and judges
 each observation honestly (wrong with probability P / 3), asking for path correction when a step went
 wrong and for plan correction when an earlier one did. Its mistakes are seeded per question and
@@ -57,7 +57,7 @@ def measure(name: str, data: Path, *, n: int, rates: list[float], seed: int, thr
     """One row per (rate, configuration) on the test split of one dataset."""
     from ppoga_dspy.experiments.datasets import load_dataset
     from ppoga_dspy.experiments.evaluate import score_program
-    from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
+    from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
     from ppoga_dspy.kg import open_kg
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.method.pruning import EmbeddingRanker

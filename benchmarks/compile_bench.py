@@ -3,7 +3,7 @@
 Each row is evaluated on the test split of WC-P2 and PQ-2H; every compiled row is compiled on the
 train split only, with the scripted perfect planner (`oracle/gold-path`) as teacher. Rows without
 `+constraints` decode freely (`constrain=False`); `+constraints` rows decode choices, decisions and
-plans under the embedded engine's constraints (lm/constraints.py, on by default outside this bench).
+plans under the embedded engine's constraints (inference/constraints.py, on by default outside this bench).
 Each row's answers go to a resumable run file (`--out-dir`), so an interrupted bench continues where
 it stopped and `--report` prints the table of whatever has finished. Columns: Hits@1 (PoG-style
 lenient, and strict), F1, LM calls and seconds per question, and the Executor's choices over the
@@ -47,8 +47,9 @@ def data_folder(given: Path | None) -> Path:
 
 def finetuned_artifact(name: str, spec: str, opened, train: list, out: Path, steps: int) -> Path:
     """The finetune row's artifact: LoRA on the teacher's traces of `train`, trained once (a rerun reuses it)."""
-    from ppoga_dspy.experiments.scripted import oracle_lm
-    from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL, native_bf16_supported
+    from ppoga_dspy.experiments.gold_path import oracle_lm
+    from ppoga_dspy.inference.options import native_bf16_supported
+    from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL
     from ppoga_dspy.optimizers.finetune import finetune_artifact
 
     artifact = out.with_name(f"{name}.finetune.artifact.json")
@@ -65,7 +66,7 @@ def finetuned_artifact(name: str, spec: str, opened, train: list, out: Path, ste
 
 def build(row: str, opened, train: list, k: int):
     """The program of one row: the opened (zero-shot) program, compiled on `train` where the row compiles."""
-    from ppoga_dspy.experiments.scripted import oracle_lm
+    from ppoga_dspy.experiments.gold_path import oracle_lm
     from ppoga_dspy.optimizers.compile import compile_program
 
     if row in ("none", "zero-shot", "zero-shot+constraints", "finetune"):  # finetune: its artifact is applied

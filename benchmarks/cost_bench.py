@@ -65,7 +65,7 @@ class Config:
 def measure(config: Config, examples: list, kg, ranker, thresholds: dict) -> dict:
     """One row: Hits@1 and per-question costs of one configuration, questions answered in order."""
     from ppoga_dspy.experiments.metrics import score_prediction
-    from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
+    from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.method.thresholds import Thresholds
 

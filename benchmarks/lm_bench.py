@@ -85,7 +85,7 @@ def data_folder(given: Path | None) -> Path:
 
 
 def stage_of(chat: Sequence[dict[str, str]]) -> str:
-    from ppoga_dspy.lm.embedded import adapter_output_fields
+    from ppoga_dspy.inference.guided import adapter_output_fields
 
     fields = tuple(adapter_output_fields(chat))
     return STAGE_OF_FIELDS.get(fields, "+".join(fields) or "free")
@@ -233,7 +233,7 @@ def reply_parses(chat: Sequence[dict[str, str]], text: str) -> bool:
 
     A light version of what ChatAdapter + the field types check (the fixture keeps no signature).
     """
-    from ppoga_dspy.lm.constraints import REMINDER
+    from ppoga_dspy.inference.constraints import REMINDER
 
     last_user = next((m["content"] for m in reversed(chat) if m["role"] == "user"), "")
     found = REMINDER.search(last_user)
@@ -488,8 +488,9 @@ def run(args: argparse.Namespace) -> int:
     prompts = json.loads(args.fixture.read_text(encoding="utf-8"))["prompts"][: args.limit]
     import torch
 
-    from ppoga_dspy.lm.embedded import EmbeddedEngine, native_bf16_supported, resolve_dtype
-    from ppoga_dspy.lm.prompt_heads import HEADS_ENV
+    from ppoga_dspy.inference.options import native_bf16_supported, resolve_dtype
+    from ppoga_dspy.inference.prompt_heads import HEADS_ENV
+    from ppoga_dspy.lm.embedded import EmbeddedEngine
 
     engines: dict[str, Any] = {"old (legacy fp32)": EmbeddedEngine(legacy=True)}
     for dtype in args.dtypes:

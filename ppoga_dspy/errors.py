@@ -5,6 +5,7 @@
     ├── DataError              3  a dataset, run file or KG file that cannot be read
     ├── KGError                4  the knowledge graph failed (unreachable, timed out, rejected a query)
     ├── LMError                5  the language model failed (unreachable, timed out, refused)
+    │   └── LMConfigError      2  (also a ConfigError) a bad LM spec or setting, or a model that cannot be provided
     └── ArtifactError          6  a compiled artifact that cannot be loaded or applied
 
 The CLI prints `ppoga CMD: error: <message>` (one line; a traceback only with --debug) and exits
@@ -56,6 +57,15 @@ class ArtifactError(PPoGAError):
     """A compiled artifact is missing, unreadable, or does not fit the program; the message says which."""
 
     exit_code = 6
+
+
+class LMConfigError(ConfigError, LMError):
+    """An LM spec, option or setting is invalid, or its model cannot be provided; the message says what to do.
+
+    Defined here, not in `lm/`, because two rooms raise it: `lm/` (specs, settings) and `inference/` (the
+    in-process engine: an unknown model name, a bad dtype, a missing model package), and the user must catch
+    one type whichever raised it. Exit code 2: ConfigError comes first in its bases.
+    """
 
 
 def exit_code_of(exc: BaseException) -> int:

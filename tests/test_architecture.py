@@ -20,8 +20,10 @@ ALLOWED: dict[str, set[str]] = {
     "data": set(),
     "kg": {"errors", "text"},
     "signatures": {"errors", "text"},
-    "lm": {"errors", "text"},
-    "method": {"errors", "text", "kg", "signatures", "lm"},
+    "inference": {"errors"},
+    "lm": {"errors", "text", "inference"},
+    # the sentence encoder holds the inference room's model-construction lock (`building_model`)
+    "method": {"errors", "text", "kg", "signatures", "lm", "inference"},
     "experiments": {"errors", "text", "kg", "signatures", "lm", "method", "data"},
     "optimizers": {"errors", "text", "kg", "signatures", "lm", "method", "experiments"},
     "testing": {"errors", "text", "kg", "lm", "data"},
@@ -75,6 +77,19 @@ def test_dependencies_point_one_way():
             if other != room and other not in ALLOWED[room]:
                 broken.append(f"{name} imports {target} ({room} may not import {other})")
     assert not broken, "\n".join(broken)
+
+
+def test_the_inference_engine_is_used_only_through_its_face():
+    """Outside `inference/`, only the package itself is imported (its __init__ names the contract), never a file of
+    it: what another engine (llama.cpp, vLLM) must provide is exactly what that face exports."""
+    modules = _modules()
+    face = "ppoga_dspy.inference"
+    users = [f"{name} imports {target}" for name, path in modules.items() if _room(name) != "inference"
+             for target in _imports(path, top_level_only=False) if target in modules and target.startswith(face + ".")]
+    assert not users, "\n".join(users)
+    import ppoga_dspy.inference as inference
+
+    assert set(inference.__all__).isdisjoint(p.stem for p in (PACKAGE / "inference").glob("*.py"))  # names, not files
 
 
 def test_nothing_imports_the_cli():

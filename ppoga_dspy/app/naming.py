@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-#: Embedded model name (lm/embedded.py CATALOGUE) -> the name people read.
+#: Embedded model name (inference/catalogue.py CATALOGUE) -> the name people read.
 EMBEDDED_DISPLAY_NAMES = {"gemma3-270m": "Gemma 3 270M", "smollm2-135m": "SmolLM2 135M"}
 #: The default embedded model, as printed everywhere (README, `ppoga: no LM configured` notice, cost tables).
 DEFAULT_EMBEDDED_DISPLAY = "Gemma 3 270M (local/embedded)"

@@ -1,4 +1,4 @@
-"""Options shared by every command that runs the program (ask, eval, compile, tune), turned into settings.
+"""Options shared by every command (the KG options; for ask, eval, compile, tune the program's), turned into settings.
 
 The CLI only parses: `program_settings(args)` maps the flags to `ppoga_dspy.app.ProgramSettings`, and
 `ppoga_dspy.app.open_program` does the work. One definition of the flags, so a researcher's options
@@ -13,10 +13,10 @@ import os
 import sys
 from typing import Any
 
-from ppoga_dspy.experiments.scripted import ORACLE_LM
+from ppoga_dspy.experiments.planner_specs import ORACLE_LM
 
-__all__ = ["ORACLE_LM", "add_dataset_options", "add_program_options", "at_least", "load_examples",
-           "offline_environment", "positive_float", "print_json", "program_settings"]
+__all__ = ["DIALECTS", "ORACLE_LM", "add_dataset_options", "add_kg_options", "add_program_options", "at_least",
+           "load_examples", "offline_environment", "positive_float", "print_json", "program_settings"]
 
 
 def at_least(minimum: int, *, hint: str = "", maximum: int | None = None):
@@ -62,9 +62,38 @@ def offline_environment() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+#: `--dialect` values (and `ppoga kg load --dialect`).
+DIALECTS = ("freebase", "wikidata", "rdf", "irn")
+
+
+def add_kg_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """Add --kg/--dialect/--timeout/--retries/--breaker/--ontology to a sub-parser: one definition, so that
+    every command (ask, eval, compile, tune and the `kg` subcommands) opens a KG the same way."""
+    group = parser.add_argument_group("knowledge graph")
+    group.add_argument(
+        "--kg",
+        required=required,
+        metavar="KG",
+        help="an RDF/IRN file (.nt .ttl .nq .txt), a store directory from `ppoga kg load`, or an http(s) SPARQL URL",
+    )
+    group.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default=None,
+        help="KG dialect (default: detected for files, stored for store directories, freebase for URLs)",
+    )
+    group.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per KG query (default 30)")
+    group.add_argument("--retries", type=at_least(0), default=3, help="retries for a failing endpoint (default 3)")
+    group.add_argument("--breaker", type=at_least(0), default=3, metavar="N",
+                       help="mark an endpoint down after N failed attempts in a row; later queries fail at once "
+                       "(default 3, 0: never)")
+    group.add_argument(
+        "--ontology", default=None, metavar="DIR", help="GrailQA ontology folder for Freebase mediator (CVT) types"
+    )
+
+
 def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = False) -> None:
     """--kg ..., --lm/--executor-lm ..., --program ARTIFACT, --stages and threshold overrides."""
-    from ppoga_dspy.cli.kg import add_kg_options
     from ppoga_dspy.lm import add_lm_options
 
     add_kg_options(parser, required=kg_required)

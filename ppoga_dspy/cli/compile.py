@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ppoga_dspy.cli import common
-from ppoga_dspy.experiments.scripted import is_scripted_spec
+from ppoga_dspy.experiments.planner_specs import is_scripted_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _teacher(args: argparse.Namespace, trainset: list, kg):
     """The LM that writes the demos: a scripted gold-path planner (it reads `kg` to plan per semantic hop)."""
     if is_scripted_spec(args.teacher_lm):
-        from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
+        from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
 
         return scripted_lm_for_spec(args.teacher_lm, trainset, seed=args.seed, kg=kg)
     if args.teacher_lm:

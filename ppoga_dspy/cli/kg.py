@@ -1,8 +1,7 @@
 """`ppoga kg load | relations | neighbors | find`: build a store and look around a KG by hand.
 
-`add_kg_options(parser)` and `kg_from_args(args)` are the one definition of the `--kg`,
-`--dialect`, `--timeout`, `--retries`, `--ontology` options; `ask`, `eval`, `compile` and `tune`
-reuse them so every command opens a KG the same way.
+Its subcommands take the same `--kg` options as every other command (`ppoga_dspy.cli.common.add_kg_options`);
+`kg_from_args(args)` opens the KG they describe.
 """
 
 from __future__ import annotations
@@ -11,34 +10,7 @@ import argparse
 import json
 import sys
 
-DIALECTS = ("freebase", "wikidata", "rdf", "irn")
-
-
-def add_kg_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """Add --kg/--dialect/--timeout/--retries/--ontology to a sub-parser."""
-    group = parser.add_argument_group("knowledge graph")
-    group.add_argument(
-        "--kg",
-        required=required,
-        metavar="KG",
-        help="an RDF/IRN file (.nt .ttl .nq .txt), a store directory from `ppoga kg load`, or an http(s) SPARQL URL",
-    )
-    group.add_argument(
-        "--dialect",
-        choices=DIALECTS,
-        default=None,
-        help="KG dialect (default: detected for files, stored for store directories, freebase for URLs)",
-    )
-    from ppoga_dspy.cli.common import at_least, positive_float
-
-    group.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per KG query (default 30)")
-    group.add_argument("--retries", type=at_least(0), default=3, help="retries for a failing endpoint (default 3)")
-    group.add_argument("--breaker", type=at_least(0), default=3, metavar="N",
-                       help="mark an endpoint down after N failed attempts in a row; later queries fail at once "
-                       "(default 3, 0: never)")
-    group.add_argument(
-        "--ontology", default=None, metavar="DIR", help="GrailQA ontology folder for Freebase mediator (CVT) types"
-    )
+from ppoga_dspy.cli.common import DIALECTS, add_kg_options, at_least
 
 
 def kg_from_args(args: argparse.Namespace):
@@ -56,8 +28,6 @@ def kg_from_args(args: argparse.Namespace):
 
 
 def _positive(text: str) -> int:
-    from ppoga_dspy.cli.common import at_least
-
     return at_least(1)(text)
 
 

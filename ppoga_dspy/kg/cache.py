@@ -1,17 +1,19 @@
-"""A small thread-safe LRU cache for query results, shared by every engine.
+"""The query-result cache every engine shares: `cachetools`' LRU eviction, made thread-safe and counted.
 
 Parallel evaluations call one KnowledgeGraph from many threads and repeat the same look-ups
 (the same topic entity's relations, the same labels); answering those from memory is the single
-biggest saving on a remote endpoint. Values must be immutable (tuples), since every caller gets
-the same object back.
+biggest saving on a remote endpoint. `cachetools.LRUCache` does the eviction but is not thread-safe
+and cannot hold a size of 0 (our "no cache"), so this wraps it with a lock, a no-op size 0 and
+hit/miss counts. Values must be immutable (tuples), since every caller gets the same object back.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
+
+import cachetools
 
 V = TypeVar("V")
 
@@ -25,7 +27,7 @@ class LRUCache(Generic[V]):
         if size < 0:
             raise ValueError(f"cache size must be >= 0, got {size}")
         self.size = size
-        self._data: OrderedDict[Hashable, V] = OrderedDict()
+        self._data: cachetools.LRUCache[Hashable, V] = cachetools.LRUCache(maxsize=size)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -34,22 +36,18 @@ class LRUCache(Generic[V]):
         """The cached value (marking it recently used), or `default` (a private sentinel if omitted)."""
         with self._lock:
             try:
-                value = self._data[key]
+                value = self._data[key]  # a look-up marks the entry recently used
             except KeyError:
                 self.misses += 1
                 return default
-            self._data.move_to_end(key)
             self.hits += 1
             return value
 
     def put(self, key: Hashable, value: V) -> None:
-        if self.size == 0:
+        if self.size == 0:  # cachetools refuses any entry at maxsize 0
             return
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
+            self._data[key] = value  # evicts the least recently used entry when full
 
     def clear(self) -> None:
         with self._lock:

@@ -10,8 +10,8 @@ on the header format, writes a JSON schema only where the type name does not say
 object such as a plan step; titles left out, `$ref`s inlined), and closes the user message with
 "Respond with `[[ ## a ## ]]`, then `[[ ## b ## ]]`, then `[[ ## completed ## ]]`." (no type notes: the field
 list has them). Our readers of prompts read both formats: the scripted engine (`parse_request`),
-`lm/embedded.py` (`adapter_output_fields`) and `lm/constraints.py` (`REMINDER`, types, schemas). The reply
-format, its parsing, the input sections and demos are ChatAdapter's, unchanged.
+`inference/guided.py` (`adapter_output_fields`) and `inference/constraints.py` (`REMINDER`, types, schemas).
+The reply format, its parsing, the input sections and demos are ChatAdapter's, unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dspy.adapters.chat_adapter import ChatAdapter
 
 #: The one sentence that replaces ChatAdapter's placeholder block.
 STRUCTURE = "Inputs come under `[[ ## name ## ]]` headers; reply with the output fields in order, each under its own."
-#: How an output field's JSON schema is introduced (`lm/constraints.py` reads it back).
+#: How an output field's JSON schema is introduced (`inference/constraints.py` reads it back).
 SCHEMA_LINE = "JSON schema of `{name}`: {schema}"
 #: Keys under which a schema maps names to sub-schemas (a property called `title` there is kept).
 _NAMED = ("properties", "$defs", "definitions")

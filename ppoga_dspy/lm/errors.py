@@ -1,12 +1,14 @@
-"""Errors of the LM layer: bad specs and settings, and an embedded model that cannot be loaded."""
+"""Errors of the LM layer: bad specs and settings, and an embedded model that cannot be loaded.
+
+`LMConfigError` lives in the root tree (`ppoga_dspy/errors.py`) because the inference engine raises it too;
+it is re-exported here, where LM code and users have always imported it.
+"""
 
 from __future__ import annotations
 
-from ppoga_dspy.errors import ConfigError, LMError
+from ppoga_dspy.errors import LMConfigError, LMError
 
-
-class LMConfigError(ConfigError, LMError):
-    """An LM spec, option or setting is invalid, or its model cannot be provided; the message says what to do."""
+__all__ = ["LMConfigError", "LMUnavailableError"]
 
 
 class LMUnavailableError(LMError):

@@ -117,9 +117,9 @@ def make_lm(
       embedded) transient failures are retried with backoff, then the error propagates (see `GuardedLM`).
     - `cache` (default True): replies are cached by endpoint, engine and request; bad replies never are.
     - `constrain` (embedded model only; default $PPOGA_EMBEDDED_CONSTRAIN, on): decode-time constraints on
-      choices, decisions and plans (`lm/constraints.py`). Ignored for remote models, which are validated
+      choices, decisions and plans (`inference/constraints.py`). Ignored for remote models, which are validated
       and salvaged after the reply instead.
-    - `adapter` (embedded model only): a LoRA adapter folder merged into the weights (`lm/lora.py`).
+    - `adapter` (embedded model only): a LoRA adapter folder merged into the weights (`inference/lora.py`).
     - `structured` (remote models; default "auto"): the backend's own constrained decoding for the program's
       choices (`lm/structured.py`); the chosen wire form is kept as `lm.structured_form` (None: salvaged).
 
@@ -190,7 +190,7 @@ def as_lm(value: Any, *, what: str = "lm") -> Any:
         return value
     if value.startswith("oracle/"):
         raise LMConfigError(f"{what} {value!r} is a scripted planner that follows a dataset's gold paths; build it "
-                            "with ppoga_dspy.experiments.scripted.scripted_lm_for_spec(spec, examples)")
+                            "with ppoga_dspy.experiments.planner_specs.scripted_lm_for_spec(spec, examples)")
     return make_lm(value)
 
 

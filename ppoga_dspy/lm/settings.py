@@ -58,7 +58,7 @@ ENV_VARS: dict[str, str] = {
     "cache": "PPOGA_LM_CACHE",
     "num_retries": "PPOGA_LM_NUM_RETRIES",
     "timeout": "PPOGA_LM_TIMEOUT",
-    "constrain": "PPOGA_EMBEDDED_CONSTRAIN",  # read by the engine too (lm/embedded.py CONSTRAIN_ENV)
+    "constrain": "PPOGA_EMBEDDED_CONSTRAIN",  # read by the engine too (inference/options.py CONSTRAIN_ENV)
     "structured": "PPOGA_LM_STRUCTURED",
 }
 #: `PPOGA_NO_CACHE=1` (or true/yes/on) turns the response cache off, like `--no-cache`.
@@ -90,7 +90,7 @@ class LMSettings(BaseSettings):
     timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="seconds per attempt of a remote LM call")
     constrain: bool = Field(True, description="embedded model: decode choices and plans under constraints, so a "
                             "relation/entity choice names only candidates and a decision is one of the four "
-                            "(lm/constraints.py); no effect on remote models")
+                            "(inference/constraints.py); no effect on remote models")
 
     structured: str = Field("auto", description="remote models: the backend's own constrained decoding for choices "
                             "(auto: where the provider has it, else salvage; provider: require it; off: salvage; or a "

@@ -42,7 +42,7 @@ class MeanPooledEncoder:
         self.max_seq_length, self.normalize = self._read_config(self.folder)
         from transformers import AutoModel, AutoTokenizer
 
-        from ppoga_dspy.lm.model_loading import building_model
+        from ppoga_dspy.inference import building_model
 
         # The embedded model may be loading in another thread (threaded eval); its bars stay silent here too.
         with building_model():

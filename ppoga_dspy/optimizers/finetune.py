@@ -5,7 +5,7 @@ question the teacher answered right, the prompt is the chat the program sends fo
 compact ChatAdapter, lm/adapter.py; zero-shot: what the student sees at run time) rendered exactly as
 the engine renders it, and the completion is the teacher's outputs in ChatAdapter format. Only
 completion tokens are learned (prompt tokens are masked). The adapter is written as a folder beside the artifact
-(`X.json` -> `X.adapter/`) and recorded in it relative to the artifact; `ppoga_dspy.lm.lora.apply_adapter`
+(`X.json` -> `X.adapter/`) and recorded in it relative to the artifact; `ppoga_dspy.inference.lora.apply_adapter`
 merges it into the loaded model.
 
 On 2 CPU cores keep it small: a few hundred pairs, a few hundred steps, rank 8 on the attention

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples
+from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
+from ppoga_dspy.experiments.scripted_engine import ScriptedEngine
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
 from tests.conftest import REPO

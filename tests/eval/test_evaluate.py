@@ -12,7 +12,8 @@ import time
 import pytest
 
 from ppoga_dspy.experiments.evaluate import read_run, run_evaluation, summarize
-from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
+from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
+from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.method.program import PPoGA
 from tests.conftest import REPO, shared_data
 

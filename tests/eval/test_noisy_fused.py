@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.scripted import scripted_lm_for_spec
+from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.pruning import EmbeddingRanker
 from tests.conftest import shared_data

@@ -7,13 +7,9 @@ import pytest
 from ppoga_dspy.errors import ConfigError
 from ppoga_dspy.experiments.datasets import load_dataset
 from ppoga_dspy.experiments.evaluate import answer_one, parallel_map
-from ppoga_dspy.experiments.scripted import (
-    NoisyPlanner,
-    golds_from_examples,
-    is_scripted_spec,
-    noise_rate,
-    scripted_lm_for_spec,
-)
+from ppoga_dspy.experiments.gold_path import golds_from_examples
+from ppoga_dspy.experiments.noisy_planner import NoisyPlanner
+from ppoga_dspy.experiments.planner_specs import is_scripted_spec, noise_rate, scripted_lm_for_spec
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.pruning import EmbeddingRanker
 from ppoga_dspy.method.thresholds import Thresholds
@@ -129,7 +125,9 @@ def test_asks_for_correction_when_the_observation_is_off_the_path():
     planner.decompose({"question": "q6", "_outputs": ["new_steps"]})
     assert decide("q6", step1, "(A, x, D)\nSelected: D") == "correct_path"
     think = planner.think({"question": "q7", "step": step1, "observation": "(A, x, D)\nSelected: D"})
-    assert "does not meet" in think["reflection"] and think["missing"] != "nothing"
+    # the thought names what it saw and says it is not what the step asks for; missing names what is
+    assert think["reflection"] == "The facts link A by x to D, but that is not the 'r1' entity the step asks for."
+    assert think["missing"] == "The 'r1' entity of A."
 
 
 def test_right_entities_come_from_the_graph_not_only_the_path_text(wc):

@@ -12,8 +12,9 @@ import pytest
 
 from ppoga_dspy.errors import ConfigError
 from ppoga_dspy.experiments.evaluate import program_fingerprint, read_run, run_evaluation, summarize
+from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
 from ppoga_dspy.experiments.runs import RunLocked, RunMismatch, lock_path, read_rows, run_lock
-from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, golds_from_examples, scripted_lm
+from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.method.program import PPoGA
 from tests.conftest import DEMO_KG, REPO
 

@@ -11,14 +11,9 @@ import threading
 import dspy
 import pytest
 
-from ppoga_dspy.lm.embedded import (
-    CHAT_ADAPTER_END,
-    EmbeddedEngine,
-    adapter_output_fields,
-    is_loaded,
-    load_embedded,
-    render_transcript,
-)
+from ppoga_dspy.inference.decode_loop import render_transcript
+from ppoga_dspy.inference.guided import CHAT_ADAPTER_END, adapter_output_fields
+from ppoga_dspy.lm.embedded import EmbeddedEngine, is_loaded, load_embedded
 from ppoga_dspy.lm.factory import make_lm
 from ppoga_dspy.lm.server import serve_lm
 

@@ -9,7 +9,7 @@ import pytest
 
 from ppoga_dspy.errors import ArtifactError
 from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.scripted import oracle_lm
+from ppoga_dspy.experiments.gold_path import oracle_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.optimizers.artifact import Artifact, load_artifact
 from ppoga_dspy.optimizers.finetune import adapter_folder_for, finetune_artifact, train_lora, training_pairs
@@ -36,8 +36,8 @@ def test_pairs_are_the_programs_prompts_and_the_teachers_replies(pairs):
 
 @pytest.mark.slow
 def test_one_lora_step_on_five_pairs_writes_an_adapter_that_applies(pairs, tmp_path):
+    from ppoga_dspy.inference.lora import adapter_digest, apply_adapter
     from ppoga_dspy.lm.embedded import load_embedded
-    from ppoga_dspy.lm.lora import adapter_digest, apply_adapter
 
     artifact_path = tmp_path / "ft.json"
     result = train_lora(pairs[:5], adapter_folder_for(artifact_path), steps=1, max_length=768)

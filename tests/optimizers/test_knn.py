@@ -12,7 +12,7 @@ import pytest
 from ppoga_dspy.errors import ArtifactError
 from ppoga_dspy.experiments.datasets import load_dataset
 from ppoga_dspy.experiments.evaluate import score_program
-from ppoga_dspy.experiments.scripted import oracle_lm
+from ppoga_dspy.experiments.gold_path import oracle_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.optimizers.artifact import SCHEMA, Artifact, load_artifact
 from ppoga_dspy.optimizers.compile import compile_program

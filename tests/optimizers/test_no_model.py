@@ -8,7 +8,7 @@ from ppoga_dspy.app import open_program
 from ppoga_dspy.app.session import ProgramSettings
 from ppoga_dspy.experiments.datasets import load_dataset
 from ppoga_dspy.experiments.evaluate import answer_one
-from ppoga_dspy.experiments.scripted import ScriptedEngine, scripted_lm
+from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.no_model import NoModel
 from ppoga_dspy.lm.settings import LMSettings

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dspy
 
-from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, scripted_lm
+from ppoga_dspy.experiments.gold_path import gold_path_handlers
+from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.kg.base import Entity, Triple
 from ppoga_dspy.method.costs import Costs
 from ppoga_dspy.method.memory import Memory, StrategicMemory

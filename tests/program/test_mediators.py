@@ -12,7 +12,7 @@ import dspy
 
 from ppoga_dspy.experiments.datasets import load_dataset
 from ppoga_dspy.experiments.evaluate import score_program
-from ppoga_dspy.experiments.scripted import golds_from_examples, oracle_lm, semantic_steps
+from ppoga_dspy.experiments.gold_path import golds_from_examples, oracle_lm, semantic_steps
 from ppoga_dspy.method.program import PPoGA
 
 

@@ -7,7 +7,8 @@ import json
 import dspy
 import pytest
 
-from ppoga_dspy.experiments.scripted import ScriptedEngine, gold_path_handlers, scripted_lm
+from ppoga_dspy.experiments.gold_path import gold_path_handlers
+from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
 
@@ -62,7 +63,8 @@ def test_two_hop_question_reaches_the_answer_with_full_trace(demo_kg):
     assert costs["kg_queries"] == len([e for e in prediction.trace if e["stage"].startswith("kg.")]) > 0
     memory = prediction.memory
     assert [c["decision"] for c in memory["step_cycles"]] == ["proceed", "finish"]
-    assert memory["step_cycles"][0]["prediction"].startswith("the step will follow relation")
+    assert memory["step_cycles"][0]["prediction"] == (
+        "Following film.film.directed_by should reach the entity linked as 'directed by'.")
     assert memory["strategic"]["replan_count"] == 0
     json.dumps({"trace": prediction.trace, "memory": memory, "costs": costs})  # serialisable
 

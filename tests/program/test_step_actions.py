@@ -12,7 +12,7 @@ import dspy
 
 from ppoga_dspy.experiments.datasets import load_dataset
 from ppoga_dspy.experiments.evaluate import score_program
-from ppoga_dspy.experiments.scripted import gold_path_handlers, oracle_lm
+from ppoga_dspy.experiments.gold_path import gold_path_handlers, oracle_lm
 from ppoga_dspy.method.planner import step_action
 from ppoga_dspy.method.program import PPoGA
 from tests.conftest import shared_data

@@ -1,6 +1,6 @@
 """Small files derived from the embedded model and kept in its cache: written whole or not at all.
 
-Why one place: the prompt heads (`lm/prompt_heads.py`) and the decoder's vocabulary marks are both
+Why one place: the prompt heads (`inference/prompt_heads.py`) and the decoder's vocabulary marks are both
 rebuilt by any process that finds them missing, and read by processes that may run side by side (a
 sharded `ppoga eval`). A reader must never see half a file, and a write that fails must leave nothing
 behind; both only ever cost time when absent.

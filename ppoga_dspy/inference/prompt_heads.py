@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.lm.cache_files import write_atomically
+from ppoga_dspy.inference.cache_files import write_atomically
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from ppoga_dspy.lm import embedded
-from ppoga_dspy.lm.embedded import EmbeddedEngine, PrefixCache, resolve_dtype
+from ppoga_dspy.inference import loading, options
+from ppoga_dspy.inference.options import resolve_dtype
+from ppoga_dspy.inference.prefix_cache import PrefixCache
+from ppoga_dspy.lm.embedded import EmbeddedEngine
 from ppoga_dspy.lm.errors import LMConfigError
 
 
@@ -47,15 +49,15 @@ def test_prefix_cache_evicts_oldest_beyond_its_token_budget():
 
 
 def test_bf16_only_where_the_cpu_has_it(monkeypatch):
-    monkeypatch.delenv(embedded.DTYPE_ENV, raising=False)
-    monkeypatch.setattr(embedded, "native_bf16_supported", lambda: False)
+    monkeypatch.delenv(options.DTYPE_ENV, raising=False)
+    monkeypatch.setattr(options, "native_bf16_supported", lambda: False)
     assert resolve_dtype() == "float32"
     assert resolve_dtype("bfloat16") == "bfloat16"  # an explicit choice is honoured
-    monkeypatch.setattr(embedded, "native_bf16_supported", lambda: True)
+    monkeypatch.setattr(options, "native_bf16_supported", lambda: True)
     assert resolve_dtype() == "bfloat16"
-    monkeypatch.setenv(embedded.DTYPE_ENV, "fp32")
+    monkeypatch.setenv(options.DTYPE_ENV, "fp32")
     assert resolve_dtype() == "float32"
-    monkeypatch.setenv(embedded.DTYPE_ENV, "float16")
+    monkeypatch.setenv(options.DTYPE_ENV, "float16")
     with pytest.raises(LMConfigError, match="bfloat16"):
         resolve_dtype()
     with pytest.raises(LMConfigError):
@@ -63,9 +65,9 @@ def test_bf16_only_where_the_cpu_has_it(monkeypatch):
 
 
 def test_legacy_engine_is_selectable_and_survives_save_state(monkeypatch):
-    monkeypatch.setenv(embedded.LEGACY_ENV, "1")
+    monkeypatch.setenv(options.LEGACY_ENV, "1")
     assert EmbeddedEngine().legacy is True
-    monkeypatch.delenv(embedded.LEGACY_ENV)
+    monkeypatch.delenv(options.LEGACY_ENV)
     engine = EmbeddedEngine(dtype="float32")
     assert engine.legacy is False
     again = EmbeddedEngine.load_state(engine.dump_state())
@@ -112,7 +114,7 @@ def test_prefix_cache_does_not_change_the_reply():
 
 
 def test_greedy_loops_are_recognised_only_when_long_enough():
-    from ppoga_dspy.lm.embedded import greedy_loop
+    from ppoga_dspy.inference.decode_loop import greedy_loop
 
     block = [5, 6, 7, 8, 9, 10]
     assert greedy_loop([1, 2, 3] + block * 4) == 6  # 24 tokens, four copies
@@ -122,7 +124,7 @@ def test_greedy_loops_are_recognised_only_when_long_enough():
 
 
 def test_lookup_draft_continues_the_latest_earlier_ngram():
-    from ppoga_dspy.lm.decoding import lookup_draft
+    from ppoga_dspy.inference.decoding import lookup_draft
 
     context = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2, 3]
     assert lookup_draft(context, limit=3) == [7, 8, 1]  # latest earlier "1 2 3" is followed by 7 8 1
@@ -198,10 +200,10 @@ class _Vocabulary:
 def test_decoder_marks_are_kept_beside_the_model_and_read_back(tmp_path, monkeypatch):
     import threading
 
-    from ppoga_dspy.lm import constraints
+    from ppoga_dspy.inference import constraints
 
-    def loaded() -> embedded.LoadedModel:
-        return embedded.LoadedModel(None, None, _Vocabulary(), 0, 0.0, threading.Lock(),
+    def loaded() -> loading.LoadedModel:
+        return loading.LoadedModel(None, None, _Vocabulary(), 0, 0.0, threading.Lock(),
                                     marks_file=tmp_path / "decoder-marks.json")
 
     assert loaded().tokens_starting_with('"') == [0, 2]

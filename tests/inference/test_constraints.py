@@ -6,7 +6,7 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from ppoga_dspy.lm.constraints import (
+from ppoga_dspy.inference.constraints import (
     RULES_VERSION,
     Choice,
     ObjectList,
@@ -17,7 +17,8 @@ from ppoga_dspy.lm.constraints import (
     evidence_names,
     read_prompt,
 )
-from ppoga_dspy.lm.embedded import CONSTRAIN_ENV, EmbeddedEngine
+from ppoga_dspy.inference.options import CONSTRAIN_ENV
+from ppoga_dspy.lm.embedded import EmbeddedEngine
 from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.guard import engine_identity
 from ppoga_dspy.signatures.executor import SelectEntities, SelectRelations
@@ -118,7 +119,7 @@ def test_constrain_switch_is_part_of_the_engine_identity(monkeypatch):
     assert engine_identity(on) != engine_identity(off)  # the response cache never mixes the two
     assert EmbeddedEngine.load_state(off.dump_state()).constrain is False
     assert on.dump_state()["constraint_rules"] == RULES_VERSION  # a new decoder never reuses an old one's replies
-    from ppoga_dspy.lm.decoding import DECODER_VERSION
+    from ppoga_dspy.inference.decoding import DECODER_VERSION
 
     assert on.dump_state()["decoder"] == DECODER_VERSION  # nor does a fast path whose greedy replies changed
     assert EmbeddedEngine(legacy=True).dump_state()["decoder"] is None

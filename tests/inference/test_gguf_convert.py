@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ppoga_dspy.lm import embedded, gguf_convert
+from ppoga_dspy.inference import catalogue, gguf_convert, loading, options
 
 PROMPTS = [
     "System: Answer briefly.\n\nUser: Where was the director of Inception born?\n\nAssistant:",
@@ -22,27 +22,27 @@ PROMPTS = [
 
 
 def test_threads_default_to_every_usable_core(monkeypatch):
-    monkeypatch.delenv(embedded.THREADS_ENV, raising=False)
-    monkeypatch.setattr(embedded.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
-    assert embedded.embedded_threads() == 3
-    monkeypatch.setenv(embedded.THREADS_ENV, "1")
-    assert embedded.embedded_threads() == 1
+    monkeypatch.delenv(options.THREADS_ENV, raising=False)
+    monkeypatch.setattr(options.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert options.embedded_threads() == 3
+    monkeypatch.setenv(options.THREADS_ENV, "1")
+    assert options.embedded_threads() == 1
 
 
 def test_cache_folder_is_named_by_dtype(monkeypatch, tmp_path):
-    monkeypatch.setenv(embedded.MODEL_CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(loading.MODEL_CACHE_ENV, str(tmp_path))
     gguf = tmp_path / "x.gguf"
     gguf.write_bytes(b"0" * 10)
-    info = embedded.CATALOGUE["gemma3-270m"]
-    fp32 = embedded._converted_dir(info, gguf, "float32")
-    bf16 = embedded._converted_dir(info, gguf, "bfloat16")
+    info = catalogue.CATALOGUE["gemma3-270m"]
+    fp32 = loading._converted_dir(info, gguf, "float32")
+    bf16 = loading._converted_dir(info, gguf, "bfloat16")
     assert fp32.name.startswith("gemma3-270m-10-transformers") and not fp32.name.endswith("float32")  # as before
     assert bf16.name == fp32.name + "-bfloat16"
 
 
 @pytest.fixture(scope="module")
 def gguf_path() -> Path:
-    return embedded.CATALOGUE["gemma3-270m"].locate()
+    return catalogue.CATALOGUE["gemma3-270m"].locate()
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +103,8 @@ def test_cold_load_caches_bf16_and_replies_like_the_old_path(gguf_path, referenc
     from safetensors import safe_open
 
     stock_tokenizer, stock_model = reference
-    monkeypatch.setenv(embedded.MODEL_CACHE_ENV, str(tmp_path))
-    loaded = embedded._load(embedded.CATALOGUE["gemma3-270m"], "bfloat16")
+    monkeypatch.setenv(loading.MODEL_CACHE_ENV, str(tmp_path))
+    loaded = loading._load(catalogue.CATALOGUE["gemma3-270m"], "bfloat16")
     (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert entry.name.endswith("-bfloat16")
     with safe_open(entry / "model.safetensors", "pt") as weights:

@@ -18,17 +18,18 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.lm.errors import LMConfigError
+from ppoga_dspy.inference.errors import InferenceConfigError
 
 ADAPTER_CONFIG = "adapter_config.json"
 
 
 def check_adapter(path: str | Path) -> Path:
-    """The adapter folder, or an LMConfigError saying what is missing."""
+    """The adapter folder, or an InferenceConfigError saying what is missing."""
     folder = Path(path)
     if not (folder / ADAPTER_CONFIG).is_file():
-        raise LMConfigError(f"no LoRA adapter at {folder} (no {ADAPTER_CONFIG}); the artifact's adapter folder must "
-                            "travel with it (`ppoga compile --optimizer finetune --out X.json` writes X.adapter/)")
+        raise InferenceConfigError(f"no LoRA adapter at {folder} (no {ADAPTER_CONFIG}); the artifact's adapter folder "
+                                   "must travel with it (`ppoga compile --optimizer finetune --out X.json` writes "
+                                   "X.adapter/)")
     return folder
 
 
@@ -48,6 +49,6 @@ def apply_adapter(model: Any, path: str | Path) -> Any:
     try:
         from peft import PeftModel
     except ImportError as exc:  # pragma: no cover - dependency missing
-        raise LMConfigError("LoRA adapters need `peft`: pip install ppoga-dspy again") from exc
+        raise InferenceConfigError("LoRA adapters need `peft`: pip install ppoga-dspy again") from exc
     adapted = PeftModel.from_pretrained(model, str(folder), is_trainable=False)
     return adapted.merge_and_unload()

@@ -1,4 +1,4 @@
-"""Prompt heads kept on disk (lm/prompt_heads.py): a predictor's system message is prefilled once per machine.
+"""Prompt heads kept on disk (inference/prompt_heads.py): a predictor's system message is prefilled once per machine.
 
 The store tests use real transformers caches of random tensors; the slow one loads Gemma 3 270M and
 checks that a fresh store (a new process) reuses the head, that the head holds the system message and
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from ppoga_dspy.lm import embedded
-from ppoga_dspy.lm.prompt_heads import HEADS_ENV, MIN_HEAD_TOKENS, HeadStore, heads_enabled, system_head
+from ppoga_dspy.inference.prompt_heads import HEADS_ENV, MIN_HEAD_TOKENS, HeadStore, heads_enabled, system_head
+from ppoga_dspy.lm.embedded import EmbeddedEngine
 
 
 def _kv(length: int, layers: int = 3):
@@ -100,7 +100,7 @@ def test_a_new_process_reuses_the_head_and_the_reply_is_unchanged(tmp_path, monk
     demos = [dspy.Example(question="What is the capital of Spain?", topic="geography", answer="Madrid")]
     first = adapter.format(TopicQA, demos=demos, inputs={"question": "Who wrote Hamlet?"})
     second = adapter.format(TopicQA, demos=demos, inputs={"question": "What is the capital of France?"})
-    engine = embedded.EmbeddedEngine(dtype="float32")
+    engine = EmbeddedEngine(dtype="float32")
     store = engine.loaded().prefix_cache
     monkeypatch.setattr(store, "heads", HeadStore(tmp_path))
     store.clear()
@@ -115,7 +115,7 @@ def test_a_new_process_reuses_the_head_and_the_reply_is_unchanged(tmp_path, monk
     monkeypatch.setattr(store, "heads", saved)
     reply = engine.generate(second, max_tokens=16)
     assert saved.loads == 1
-    assert reply == embedded.EmbeddedEngine(dtype="float32", prefix_cache=False).generate(second, max_tokens=16)
+    assert reply == EmbeddedEngine(dtype="float32", prefix_cache=False).generate(second, max_tokens=16)
 
 
 def test_a_cache_it_cannot_write_is_tried_once(tmp_path, caplog):

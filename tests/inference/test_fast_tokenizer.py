@@ -14,8 +14,8 @@ from pathlib import Path
 import dspy
 import pytest
 
-from ppoga_dspy.lm.fast_tokenizer import RustTokenizer, reproducible
-from ppoga_dspy.lm.model_loading import MODEL_LOAD_LOCK
+from ppoga_dspy.inference.fast_tokenizer import RustTokenizer, reproducible
+from ppoga_dspy.inference.model_loading import MODEL_LOAD_LOCK
 
 TEXTS = [
     "Who is the spouse of Christopher Nolan?",
