@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from ppoga_dspy.experiments.planner_specs import ORACLE_LM
+from ppoga_dspy.kg.dialects import DIALECT_NAMES
 
 __all__ = ["DIALECTS", "ORACLE_LM", "add_dataset_options", "add_kg_options", "add_program_options", "at_least",
            "load_examples", "offline_environment", "positive_float", "print_json", "program_settings"]
@@ -62,8 +63,8 @@ def offline_environment() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-#: `--dialect` values (and `ppoga kg load --dialect`).
-DIALECTS = ("freebase", "wikidata", "rdf", "irn")
+#: `--dialect` values (and `ppoga kg load --dialect`): the KG room's one list.
+DIALECTS = DIALECT_NAMES
 
 
 def add_kg_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
