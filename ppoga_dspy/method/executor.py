@@ -5,7 +5,8 @@ explore relations -> choose relations (model) -> explore entities -> prune by em
 when there are more candidates than `prune_threshold` -> choose entities (model, with a rationale).
 Relations are ranked by embedding similarity before the model sees them and a choice is accepted
 only when it names a real candidate; otherwise the best-ranked candidate is used, and the trace
-records the fallback. Paths that failed earlier (path correction) are excluded.
+records the fallback. Paths that failed earlier (path correction) are excluded, and so is the entity
+a step came from (the way back leads on to siblings, never home).
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ class Executor(dspy.Module):
             if not relations:
                 continue
             for relation in self._choose_relations(run, question, objective, entity, relations, query):
-                group = self._follow(run, entity, relation, observation)
+                group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))
                 candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
         return candidates
 
@@ -199,14 +200,19 @@ class Executor(dspy.Module):
         pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus)
         candidates: list[Candidate] = []
         for entity, relation in pairs:
-            group = self._follow(run, entity, relation, observation)
+            group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))
             candidates.extend(self._prune(group, query, th.prune_threshold) if prune else group)
         return candidates
 
     def _follow(
-        self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation
+        self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation,
+        home: frozenset[str] = frozenset(),
     ) -> list[Candidate]:
-        """The entities one (entity, relation, direction) reaches; a failed query is a note, not a crash."""
+        """The entities one (entity, relation, direction) reaches; a failed query is a note, not a crash.
+
+        `home` holds where the step came from (see `came_from`): those entities are never candidates, so the
+        relation a step arrived by leads on to the siblings ("who starred with X": X -> film -> co-actors),
+        not back home. The entity itself is never its own candidate either."""
         observation.paths.append((entity.id, relation.id, relation.direction.value))
         run.memory.knowledge.mark_explored(entity.id, relation)
         try:
@@ -223,7 +229,11 @@ class Executor(dspy.Module):
         if len(through) != len(reached) or any(c.via for c in through):
             run.note("mediators.read_through", entity=entity.id, relation=relation.id,
                      mediators=sum(c.entity.is_mediator for c in reached), reached=len(through))
-        return through
+        away = [c for c in through if c.entity.id != entity.id and c.entity.id not in home]
+        if len(away) < len(through):
+            run.note("way_back.home", entity=entity.id, relation=relation_key(relation),
+                     home=sorted(home), dropped=len(through) - len(away))
+        return away
 
     def _record(
         self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
@@ -250,7 +260,8 @@ class Executor(dspy.Module):
     def _candidate_relations(
         self, run: QuestionRun, entity: Entity, observation: Observation, step: int, arrived_by: Triple | None = None
     ) -> list[Relation]:
-        """The entity's relations minus this step's failed paths and the way back along the fact that reached it."""
+        """The entity's relations minus this step's failed paths and those that lead only home (Freebase's paired
+        reverse predicates: `relations_back`); the arriving relation stays, as it leads on to siblings."""
         relations: list[Relation] = []
         for direction in (Direction.OUT, Direction.IN):
             try:
@@ -260,8 +271,6 @@ class Executor(dspy.Module):
             except KGError as exc:
                 observation.notes.append(f"Relations of {entity.label} could not be read: {exc}")
         knowledge = run.memory.knowledge
-        back = _way_back(entity, arrived_by)
-        relations = [r for r in relations if (r.id, r.direction) != back]
         origin = _origin(entity, arrived_by)
         if origin is not None and len(relations) > 1:
             try:
@@ -377,12 +386,23 @@ def _origin(entity: Entity, arrived_by: Triple | None) -> Entity | None:
     return None if other.literal else other
 
 
-def _way_back(entity: Entity, arrived_by: Triple | None) -> tuple[str, Direction] | None:
-    """The (relation, direction) that leads from `entity` back where it came from (PoG drops it)."""
-    if arrived_by is None:
-        return None
-    if arrived_by.tail.id == entity.id:
-        return arrived_by.relation, Direction.IN
-    if arrived_by.head.id == entity.id:
-        return arrived_by.relation, Direction.OUT
-    return None
+def came_from(entity: Entity, chain: list[Triple] | None) -> frozenset[str]:
+    """The ids of where the step that reached `entity` came from: the other end of its last fact, and when that
+    is a mediator (CVT) read through, the entity before the mediator too.
+
+    PoG drops the relation a step arrived by. On Freebase that relation mostly leads home, but on most graphs
+    it also leads to the siblings ("who starred with X" is X -> film -> the film's other actors, over the same
+    relation twice), so the method drops the entity, not the relation."""
+    if not chain:
+        return frozenset()
+    home: set[str] = set()
+    node = entity
+    for triple in reversed(chain[-2:]):
+        other = _origin(node, triple)
+        if other is None:
+            break
+        home.add(other.id)
+        if not other.is_mediator:
+            break
+        node = other
+    return frozenset(home)

@@ -1,0 +1,61 @@
+"""Issue 29: fidelity at scale. Each point is invisible on small graphs with a scripted planner; each test here
+builds the small graph where it shows (and fails on the code before the fix)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ppoga_dspy.experiments.scripted import gold_path_handlers
+from tests.program.test_program import run, stages
+
+
+def irn_kg(tmp_path: Path, lines: list[str]):
+    """A real embedded store over an IRN tab-separated KB written from `head relation tail` lines."""
+    from ppoga_dspy.kg import open_kg
+
+    path = tmp_path / "kb.txt"
+    path.write_text("\n".join("\t".join(line.split()) for line in lines) + "\n")
+    return open_kg(path, dialect="irn")
+
+
+@pytest.fixture
+def films(tmp_path):
+    """MetaQA's shape: films point at their actors; 'who starred with X' goes X -> film -> the film's other actors."""
+    kg = irn_kg(tmp_path, [
+        "Film_one starred_actors Xavier", "Film_one starred_actors Bella", "Film_one directed_by Dora",
+        "Film_two starred_actors Xavier", "Film_two starred_actors Carl",
+        "Film_three starred_actors Edgar",
+    ])
+    yield kg
+    kg.close()
+
+
+CO_ACTORS = "Who starred with Xavier?"
+CO_ACTORS_GOLD = {CO_ACTORS: {"relations": ["starred_actors", "starred_actors"],
+                              "entities": ["Film_one", "Film_two", "Bella", "Carl"], "answers": ["Bella", "Carl"]}}
+
+
+def test_the_way_back_leads_on_to_siblings_not_home(films):
+    """Point 8: the relation a step arrived by is offered again (it reaches the co-actors); the entity the step
+    came from is never a candidate."""
+    offered: dict[str, list[str]] = {}
+    seen: list[list[str]] = []
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+
+    def select_relations(inputs):
+        offered.setdefault(inputs["entity"], list(inputs["candidates"]))
+        return handlers["SelectRelations"](inputs)
+
+    def select_entities(inputs):
+        seen.append(list(inputs["candidates"]))
+        return handlers["SelectEntities"](inputs)
+
+    prediction, _ = run(films, dict(handlers, SelectRelations=select_relations, SelectEntities=select_entities),
+                        question=CO_ACTORS, topics={"Xavier": "Xavier"}, entities_per_step=1)
+    assert set(prediction.answers) <= {"Bella", "Carl"} and prediction.answers, prediction.answers
+    assert "starred_actors" in offered.get("Film_one", []) + offered.get("Film_two", []), offered
+    reached = [line.split("  <- ")[0] for lines in seen for line in lines]
+    assert "Xavier" not in reached, "the entity the step came from is not a candidate"
+    assert stages(prediction, "way_back.home"), "dropping home is traced"
