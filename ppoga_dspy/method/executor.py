@@ -158,7 +158,7 @@ class Executor(dspy.Module):
             observation.rationale = f"the {found} entities that satisfy every constraint (intersection)"
         else:
             selected = self._choose_entities(run, question, objective, candidates, query, observation)
-        self._record(run, observation, candidates, selected, chains)
+        self._record(run, observation, candidates, selected, chains, query)
         return observation
 
     def _gather(
@@ -237,9 +237,12 @@ class Executor(dspy.Module):
 
     def _record(
         self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
-        chains: dict[str, list[Triple]],
+        chains: dict[str, list[Triple]], query: str = "",
     ) -> None:
-        """The observation's facts (selected first), the new frontier and its chains, into knowledge memory."""
+        """The observation's facts (selected first), the new frontier and its chains, into knowledge memory.
+
+        The candidates not selected are kept for backtracking ranked as pruning ranks them (by similarity to the
+        question and step), so a resumed walk takes the next best, not the next in the graph's id order."""
         ordered = selected + [c for c in candidates if c not in selected]
         for candidate in ordered[: run.thresholds.evidence_limit]:
             observation.triples.extend(t for t in candidate.triples if t not in observation.triples)
@@ -251,8 +254,11 @@ class Executor(dspy.Module):
                 chain = observation.chains[candidate.entity.id]
                 chain.extend(t for t in chains.get(candidate.source.id, []) + candidate.triples if t not in chain)
         chosen = {e.id for e in observation.frontier}
-        for candidate in candidates:  # what a later step may backtrack to when its exploration finds nothing
-            if candidate.entity.id not in chosen and candidate.entity.id not in observation.others:
+        unselected = [c for c in candidates if c.entity.id not in chosen]
+        if len(unselected) > 1:
+            unselected = [unselected[i] for i in rank(self.ranker, query, [c.line() for c in unselected])]
+        for candidate in unselected:  # what a later step may backtrack to when its exploration finds nothing
+            if candidate.entity.id not in observation.others:
                 observation.other_entities.append(candidate.entity)
                 observation.others[candidate.entity.id] = chains.get(candidate.source.id, []) + candidate.triples
         run.memory.knowledge.add_triples(observation.triples)

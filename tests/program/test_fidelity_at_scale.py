@@ -59,3 +59,53 @@ def test_the_way_back_leads_on_to_siblings_not_home(films):
     reached = [line.split("  <- ")[0] for lines in seen for line in lines]
     assert "Xavier" not in reached, "the entity the step came from is not a candidate"
     assert stages(prediction, "way_back.home"), "dropping home is traced"
+
+
+class _Mentions:
+    """A real ranker over texts: a text scores by whether it names `word` (no embedding model needed)."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def scores(self, query: str, texts: list[str]) -> list[float]:
+        return [1.0 if self.word in t else 0.0 for t in texts]
+
+
+def run_ranked(kg, handlers, question, topics, ranker, **thresholds):
+    """`run` with the program's ranker given (pruning, menus and backtracking rank with it)."""
+    import dspy
+
+    from ppoga_dspy.experiments.scripted import ScriptedEngine, scripted_lm
+    from ppoga_dspy.method.program import PPoGA
+    from ppoga_dspy.method.thresholds import Thresholds
+
+    engine = ScriptedEngine(handlers)
+    program = PPoGA(kg, thresholds=Thresholds(**thresholds), ranker=ranker)
+    with dspy.context(lm=scripted_lm(engine)):
+        return program(question=question, topic_entities=topics), engine
+
+
+LIVED = "Which country holds a city where Pia lived?"
+LIVED_GOLD = {LIVED: {"relations": ["lived_in", "located_in"], "entities": ["Zurich"], "answers": ["Switzerland"]}}
+
+
+def test_backtracking_resumes_from_the_best_ranked_candidate_not_the_first_id(tmp_path):
+    """Point 7: step 1 picks a dead end (Aarau_old); the retry resumes from the candidate ranked best (Zurich),
+    not from the next one in id order (Basel_old, another dead end)."""
+    kg = irn_kg(tmp_path, ["Pia lived_in Aarau_old", "Pia lived_in Basel_old", "Pia lived_in Zurich",
+                           "Zurich located_in Switzerland"])
+    handlers = gold_path_handlers(LIVED_GOLD)
+    picks = iter([{"entities": ["Aarau_old"], "rationale": "the first city"}])
+
+    def select_entities(inputs):
+        return next(picks, None) or handlers["SelectEntities"](inputs)
+
+    try:
+        prediction, _ = run_ranked(kg, dict(handlers, SelectEntities=select_entities), LIVED, {"Pia": "Pia"},
+                                   _Mentions("Zurich"), entities_per_step=1)
+    finally:
+        kg.close()
+    notes = stages(prediction, "backtrack")
+    assert notes, "the dead end backtracks"
+    assert [e["label"] for e in notes[0]["outputs"]["frontier"]] == ["Zurich"]
+    assert prediction.answers == ["Switzerland"]
