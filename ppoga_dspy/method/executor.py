@@ -25,6 +25,9 @@ from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, settled
 from ppoga_dspy.method.vocabulary import Role, Stage
 from ppoga_dspy.signatures import SelectEntities, SelectRelationPairs, SelectRelations
 
+#: The most neighbours one KG query returns (kg/graph.py's limit); `neighbor_limit` + 1 is asked to see a cut.
+MAX_NEIGHBORS = 10_000
+
 
 @dataclass
 class Candidate:
@@ -85,6 +88,21 @@ class Observation:
     rationale: str = ""  # why the Executor selected the frontier (the paper's "with a rationale")
     others: dict[str, list[Triple]] = field(default_factory=dict)  # unselected entity id -> its chain (backtracking)
     other_entities: list[Entity] = field(default_factory=list)
+    chose: bool = False  # the frontier was chosen among more candidates than it keeps (an entity choice was made)
+    reached: dict[tuple[str, str, str], int] = field(default_factory=dict)  # path -> entities it reached
+
+    def failed_parts(self, earlier_choices: bool) -> tuple[list[tuple[str, str, str]], list[str]]:
+        """What path correction records when this step failed: the paths to avoid and the entities judged wrong.
+
+        Only what failed is banned. When an entity choice was made, the choice is what failed: its entities are
+        banned and the relation stays open, so a retry may take it to other entities (unless an entity choice
+        of this step failed before: then the relation goes too). A branch that reached something is not banned
+        for a sibling branch that reached nothing (an intersect's branches are judged apart); when every path
+        reached something and no choice was made, the paths themselves failed."""
+        if self.chose and not earlier_choices:
+            return [], [e.id for e in self.frontier]
+        empty = [p for p in self.paths if not self.reached.get(p)]
+        return (empty or list(self.paths)), []
 
     @property
     def empty(self) -> bool:
@@ -148,6 +166,10 @@ class Executor(dspy.Module):
         if intersect and candidates:  # prune after intersecting: a constraint must not lose what pruning cut
             candidates = self._prune(_intersection(run, candidates, within, observation), query,
                                      run.thresholds.prune_threshold)
+        banned = run.memory.knowledge.failed_entities.get(step, set())
+        if banned and (kept := [c for c in candidates if c.entity.id not in banned]) != candidates:
+            run.note("path_correction.excluded_entities", step=step, excluded=len(candidates) - len(kept))
+            candidates = kept
         if not candidates:  # said first, whatever notes explain it: a reader must see the step found nothing
             if not any(note.startswith("No entity") for note in observation.notes):
                 observation.notes.insert(0, "No entity was reached from the frontier in this step.")
@@ -158,7 +180,7 @@ class Executor(dspy.Module):
             observation.rationale = f"the {found} entities that satisfy every constraint (intersection)"
         else:
             selected = self._choose_entities(run, question, objective, candidates, query, observation)
-        self._record(run, observation, candidates, selected, chains, query)
+        self._record(run, observation, candidates, selected, chains, query, intersect=intersect)
         return observation
 
     def _gather(
@@ -213,10 +235,20 @@ class Executor(dspy.Module):
         `home` holds where the step came from (see `came_from`): those entities are never candidates, so the
         relation a step arrived by leads on to the siblings ("who starred with X": X -> film -> co-actors),
         not back home. The entity itself is never its own candidate either."""
-        observation.paths.append((entity.id, relation.id, relation.direction.value))
+        path = (entity.id, relation.id, relation.direction.value)
+        observation.paths.append(path)
         run.memory.knowledge.mark_explored(entity.id, relation)
+        limit = run.thresholds.neighbor_limit
         try:
-            found = run.tools.neighbors(entity.id, relation.id, relation.direction, run.thresholds.neighbor_limit)
+            found = run.tools.neighbors(entity.id, relation.id, relation.direction, min(limit + 1, MAX_NEIGHBORS))
+            if len(found) > limit or len(found) >= MAX_NEIGHBORS:  # a cut remains: count the whole group, say so
+                limit = min(limit, len(found))
+                found = found[:limit]
+                total = run.tools.count_neighbors(entity.id, relation.id, relation.direction)
+                run.note("neighbors.cut", entity=entity.id, relation=relation_key(relation), ranked=limit,
+                         of=total if total is not None else f"more than {limit}")
+                observation.notes.append(f"{entity.label} -{relation_key(relation)}: only {limit} of "
+                                         f"{total or 'more'} entities reached were ranked (neighbor_limit)")
         except KGUnavailableError:
             raise
         except KGError as exc:
@@ -233,11 +265,12 @@ class Executor(dspy.Module):
         if len(away) < len(through):
             run.note("way_back.home", entity=entity.id, relation=relation_key(relation),
                      home=sorted(home), dropped=len(through) - len(away))
+        observation.reached[path] = len(away)
         return away
 
     def _record(
         self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
-        chains: dict[str, list[Triple]], query: str = "",
+        chains: dict[str, list[Triple]], query: str = "", *, intersect: bool = False,
     ) -> None:
         """The observation's facts (selected first), the new frontier and its chains, into knowledge memory.
 
@@ -250,6 +283,9 @@ class Executor(dspy.Module):
             if candidate.entity.id not in {e.id for e in observation.frontier}:
                 observation.frontier.append(candidate.entity)
                 observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + candidate.triples
+                if intersect:  # a conjunction's result keeps the earlier branch's chain to it as well
+                    chain = observation.chains[candidate.entity.id]
+                    chain[:0] = [t for t in chains.get(candidate.entity.id, []) if t not in chain]
             else:  # reached again from another branch (a conjunction): its chain holds both branches' facts
                 chain = observation.chains[candidate.entity.id]
                 chain.extend(t for t in chains.get(candidate.source.id, []) + candidate.triples if t not in chain)
@@ -337,6 +373,7 @@ class Executor(dspy.Module):
         if len(candidates) <= th.entities_per_step:
             observation.rationale = f"all {len(candidates)} entities reached are kept (at most {th.entities_per_step})"
             return list(candidates)
+        observation.chose = True
         lines = [c.line() for c in candidates]
         if th.gate_margin is not None:  # a decisive embedding ranking settles the choice without a call
             order, scores = ranked(self.ranker, query, lines)
@@ -344,9 +381,10 @@ class Executor(dspy.Module):
                 observation.rationale = "gated: the candidate most similar to the question and step, by a margin"
                 return [candidates[order[0]]]
         shown = [c.prompt_line() for c in candidates]
+        # the cap is said, not silent: a model that lists ten entities should know only the first few are kept
         prediction = run.call(
             Stage.SELECT_ENTITIES, Role.EXECUTOR, self.select_entities,
-            question=question, step=objective, candidates=shown,
+            question=question, step=f"{objective} (choose at most {th.entities_per_step})", candidates=shown,
         )
         matched = match_choices(
             getattr(prediction, "entities", None), shown, aliases=[c.entity.describe() for c in candidates]

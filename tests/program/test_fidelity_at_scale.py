@@ -109,3 +109,155 @@ def test_backtracking_resumes_from_the_best_ranked_candidate_not_the_first_id(tm
     assert notes, "the dead end backtracks"
     assert [e["label"] for e in notes[0]["outputs"]["frontier"]] == ["Zurich"]
     assert prediction.answers == ["Switzerland"]
+
+
+def test_the_entity_cap_is_said_to_the_model(films):
+    """Point 5: SelectEntities keeps at most `entities_per_step`, and its step says so."""
+    seen: list[str] = []
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+
+    def select_entities(inputs):
+        seen.append(inputs["step"])
+        return handlers["SelectEntities"](inputs)
+
+    run(films, dict(handlers, SelectEntities=select_entities), question=CO_ACTORS, topics={"Xavier": "Xavier"},
+        entities_per_step=1)
+    assert seen and all("at most 1" in step for step in seen), seen
+
+
+FORWARD = "Which player of Club_A plays as a Forward?"
+
+
+def test_an_intersect_step_intersects_everything_the_earlier_branch_reached(tmp_path):
+    """Point 5: step 1 reaches five players and keeps three (the cap); the conjunction with 'Forward' must
+    still find P5, whom the cap left out of the frontier."""
+    kg = irn_kg(tmp_path, [f"P{i} plays_for Club_A" for i in range(1, 6)] + ["P5 position Forward",
+                                                                             "P6 position Forward"])
+    handlers = gold_path_handlers({FORWARD: {"relations": [], "entities": [], "answers": ["P5"]}})
+
+    def decompose(inputs):
+        return {"steps": [{"objective": "find the players of Club_A", "expected_outcome": "players"},
+                          {"objective": "keep those who play as Forward", "expected_outcome": "players",
+                           "action": "intersect"}]}
+
+    def select_entities(inputs):
+        return {"entities": ["P1", "P2", "P3"], "rationale": "the first three"}
+
+    try:
+        prediction, _ = run(kg, dict(handlers, Decompose=decompose, SelectEntities=select_entities),
+                            question=FORWARD, topics={"Club_A": "Club_A", "Forward": "Forward"}, frontier_limit=1)
+    finally:
+        kg.close()
+    cycles = prediction.memory["step_cycles"]
+    assert [e["label"] for e in cycles[0]["frontier"]] == ["P1", "P2", "P3"]
+    assert [e["label"] for e in cycles[1]["frontier"]] == ["P5"]
+    assert prediction.answers == ["P5"]
+    chain = next(c for c in prediction.reasoning_chains if c[-1]["head"]["label"] == "P5")
+    assert {t["relation"] for t in chain} == {"plays_for", "position"}, "both branches' facts are on the chain"
+
+
+HUB = "Which film of the Hub_genre is the one the question wants?"
+
+
+@pytest.fixture
+def hub(tmp_path):
+    """A hub: 700 films of one genre. The wanted film is one that a 500-row sample in the engine's order misses."""
+    from ppoga_dspy.kg.base import Direction
+
+    kg = irn_kg(tmp_path, [f"Film_{i:04d} has_genre Hub_genre" for i in range(700)])
+    sample = {e.id for e in kg.neighbors("Hub_genre", "has_genre", Direction.IN, 500)}
+    wanted = min(f"Film_{i:04d}" for i in range(700) if f"Film_{i:04d}" not in sample)
+    yield kg, wanted
+    kg.close()
+
+
+def _genre_run(hub, **thresholds):
+    kg, wanted = hub
+    seen: list[list[str]] = []
+    handlers = gold_path_handlers({HUB: {"relations": ["has_genre"], "entities": [wanted], "answers": [wanted]}})
+
+    def select_entities(inputs):
+        seen.append(list(inputs["candidates"]))
+        return handlers["SelectEntities"](inputs)
+
+    prediction, _ = run_ranked(kg, dict(handlers, SelectEntities=select_entities), HUB, {"Hub_genre": "Hub_genre"},
+                               _Mentions(wanted), **thresholds)
+    return prediction, seen, wanted
+
+
+def test_a_hubs_whole_group_is_ranked_not_an_engine_order_sample(hub):
+    """Point 3: pruning ranks all 700 films, so the wanted one is among the 70 the model sees."""
+    prediction, seen, wanted = _genre_run(hub)
+    assert seen and any(line.startswith(wanted) for line in seen[0]), len(seen[0]) if seen else seen
+    assert prediction.answers == [wanted]
+    assert not stages(prediction, "neighbors.cut")
+
+
+def test_a_cut_that_remains_is_counted_and_traced(hub):
+    """Point 3: under a smaller size budget the group is counted and the cut is in the trace and the observation."""
+    prediction, _, _ = _genre_run(hub, neighbor_limit=100)
+    (cut,) = stages(prediction, "neighbors.cut")
+    assert cut["outputs"]["ranked"] == 100 and cut["outputs"]["of"] == 700
+    assert "only 100 of 700" in prediction.memory["step_cycles"][0]["observation"]
+
+
+def test_a_failed_entity_choice_bans_the_entities_not_the_relation(tmp_path):
+    """Point 2: step 1 takes the right relation to the wrong city; the retry may take the same relation to the
+    other cities (today's code banned the relation, and the retry found nothing)."""
+    kg = irn_kg(tmp_path, ["Pia lived_in Aarau_old", "Pia lived_in Basel_old", "Pia lived_in Zurich",
+                           "Zurich located_in Switzerland"])
+    handlers = gold_path_handlers(LIVED_GOLD)
+    picks = iter([{"entities": ["Aarau_old"], "rationale": "the first city"}])
+
+    def select_entities(inputs):
+        return next(picks, None) or handlers["SelectEntities"](inputs)
+
+    def evaluate(inputs):
+        if "Selected: Aarau_old" in inputs["observation"]:
+            return {"decision": "correct_path", "reason": "Aarau_old is not in a country on the graph"}
+        return handlers["Evaluate"](inputs)
+
+    try:
+        prediction, _ = run(kg, dict(handlers, SelectEntities=select_entities, Evaluate=evaluate), question=LIVED,
+                            topics={"Pia": "Pia"}, entities_per_step=1)
+    finally:
+        kg.close()
+    (correction,) = stages(prediction, "path_correction")
+    assert correction["outputs"]["avoid"] == [] and correction["outputs"]["avoid_entities"] == ["Aarau_old"]
+    cycles = prediction.memory["step_cycles"]
+    assert [e["label"] for e in cycles[1]["frontier"]] == ["Zurich"], "the retry took lived_in to another city"
+    assert prediction.answers == ["Switzerland"]
+    assert prediction.memory["knowledge"]["failed_entities"] == {"0": ["Aarau_old"]}
+
+
+def test_an_intersects_good_branch_is_not_banned_for_the_bad_one(tmp_path):
+    """Point 2: one branch of a conjunction reaches nothing; the retry keeps the other branch's relation."""
+    kg = irn_kg(tmp_path, [f"P{i} plays_for Club_A" for i in range(1, 6)]
+                + ["P5 position Forward", "P6 position Forward", "Forward similar_to Forward"])
+    handlers = gold_path_handlers({FORWARD: {"relations": [], "entities": [], "answers": ["P5"]}})
+    tried: list[str] = []
+
+    def decompose(inputs):
+        return {"steps": [{"objective": "find the players of Club_A who play as Forward", "action": "intersect"}]}
+
+    def select_relations(inputs):
+        if inputs["entity"] == "Forward" and "similar_to" in inputs["candidates"] and not tried:
+            tried.append("similar_to")
+            return {"relations": ["similar_to"]}
+        return {"relations": [c for c in inputs["candidates"] if c != "similar_to"][:1]}
+
+    def evaluate(inputs):  # the branch that reached nothing is ignored by the intersection: P1 is not a forward
+        if "P1" in inputs["observation"]:
+            return {"decision": "correct_path", "reason": "these players are not all forwards"}
+        return handlers["Evaluate"](inputs)
+
+    try:
+        prediction, _ = run(kg, dict(handlers, Decompose=decompose, SelectRelations=select_relations,
+                                     Evaluate=evaluate),
+                            question=FORWARD, topics={"Club_A": "Club_A", "Forward": "Forward"})
+    finally:
+        kg.close()
+    (correction,) = stages(prediction, "path_correction")
+    assert correction["outputs"]["avoid"] == [["Forward", "similar_to", "out"]]
+    cycles = prediction.memory["step_cycles"]
+    assert [e["label"] for e in cycles[-1]["frontier"]] == ["P5"], "the retry intersects both branches again"
