@@ -155,12 +155,19 @@ class StepLoop:
                 run, self.question, step.objective, cycle.prediction, cycle.observation
             )
             decision, cycle.reason = self.planner.decide(
-                run, self.question, memory.strategic.plan_text(), step.objective, cycle.observation, cycle.thought,
-                found_something=not observation.empty,
+                run, self.question, f"{memory.strategic.plan_text()}\n{self.corrections_left(step.attempts)}",
+                step.objective, cycle.observation, cycle.thought, found_something=not observation.empty,
             )
             cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty)
         memory.history.append(cycle)
         return cycle, observation
+
+    def corrections_left(self, attempts: int) -> str:
+        """What Evaluate is told of its caps: a decision the rules would turn into another is better not made."""
+        th, strategic = self.run.thresholds, self.run.memory.strategic
+        retries = max(0, th.max_path_corrections - attempts) if th.use_path_correction else 0
+        replans = max(0, th.max_replans - strategic.replan_count) if th.use_plan_correction else 0
+        return f"(retries of this step left: {retries}; replans left: {replans})"
 
     def prediction_for(self, step: PlanStepState) -> str:
         """The step's prediction: the one made ahead in fused mode (first try only), else a Predict call."""
@@ -176,7 +183,7 @@ class StepLoop:
         following = self.plan[self.state.index + 1] if self.state.index + 1 < len(self.plan) else None
         judged = self.planner.think_and_decide(
             self.run, self.question, cycle.objective, cycle.prediction, cycle.observation,
-            following.objective if following else "", found_something=found,
+            following.objective if following else "", found_something=found, caps=self.corrections_left(attempts),
         )
         cycle.thought, cycle.missing, cycle.reason = judged.thought, judged.missing, judged.reason
         cycle.decision = applied = self.enforce(judged.decision, attempts, found_something=found)

@@ -114,6 +114,8 @@ class Observation:
             lines.append(f"... and {len(self.triples) - limit} more facts")
         if self.frontier:
             lines.append("Selected: " + "; ".join(e.describe() for e in self.frontier))
+        if self.chose and self.rationale:  # the entity choice's reason, for Think and Evaluate to judge
+            lines.append(f"Why these: {self.rationale}")
         lines.extend(self.notes)
         return "\n".join(lines) if lines else "Nothing was found on the graph for this step."
 

@@ -78,6 +78,19 @@ def known_text(run: QuestionRun, *, answering: bool = False) -> str:
                                         shown=facts[:OBSERVATION_FACTS], rest=answering)
 
 
+def answer_context(run: QuestionRun) -> list[str]:
+    """What Answer reads beside the facts: the plan with each step's status and outcome, and what Think concluded
+    on each step that was kept (a memory step's result is its conclusion). Lines that are not facts, written
+    first: the facts stay last, and choices among the evidence's names read only the facts."""
+    lines = [f"Plan step {i + 1}: {step.text()}" for i, step in enumerate(run.memory.strategic.plan)]
+    concluded: dict[int, str] = {}
+    for cycle in run.memory.history:  # the last kept try of each step of the current plan
+        if cycle.thought and cycle.decision in (Decision.PROCEED, Decision.FINISH):
+            concluded[cycle.index] = cycle.thought
+    lines += [f"Concluded at step {i + 1}: {text}" for i, text in sorted(concluded.items())]
+    return lines
+
+
 def answer_list(raw: object) -> list[str]:
     """A reply's answers as clean names ("a" or ["a", " ", "b"] -> ["a", "b"])."""
     if isinstance(raw, str):
@@ -176,13 +189,17 @@ class Planner(dspy.Module):
 
     def think_and_decide(
         self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str, next_step: str,
-        found_something: bool,
+        found_something: bool, caps: str = "",
     ) -> Judgement:
-        """`--stages fused`: Think and Evaluate in one call, which also predicts the next step or answers."""
+        """`--stages fused`: Think and Evaluate in one call, which also predicts the next step or answers;
+        `caps` (the retries and replans left) follows the plan in its memory, as Evaluate reads it."""
+        memory = memory_text(run, answering=True)
+        if caps:
+            memory = memory.replace("\nKnown:\n", f"\n{caps}\nKnown:\n", 1)
         result = run.call(
             Stage.THINK_EVALUATE, Role.PLANNER, self.think_evaluate,
             question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
-            memory=memory_text(run, answering=True), next_step=next_step or "none",
+            memory=memory, next_step=next_step or "none",
         )
         decision, reason = _decision(run, result, found_something, Stage.THINK_EVALUATE)
         return Judgement(

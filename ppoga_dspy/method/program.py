@@ -21,7 +21,7 @@ from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
 from ppoga_dspy.method.executor import Executor
 from ppoga_dspy.method.memory import Memory, StrategicMemory
-from ppoga_dspy.method.planner import Planner
+from ppoga_dspy.method.planner import Planner, answer_context
 from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
@@ -130,7 +130,8 @@ class PPoGA(dspy.Module):
         knowledge = run.memory.knowledge
         written = prewritten  # fused mode: written by the evaluation that finished (already grounded)
         if written is None:
-            written = self.planner.write_answer(run, question, knowledge.evidence(self.thresholds.evidence_tokens))
+            evidence = answer_context(run) + knowledge.evidence(self.thresholds.evidence_tokens)
+            written = self.planner.write_answer(run, question, evidence)
         if written is None or not written[0]:
             fallback = [e.label for e in frontier if e.id not in {t.id for t in run.memory.strategic.topic_entities}]
             run.note("answer.fallback", answers=fallback)

@@ -261,3 +261,29 @@ def test_an_intersects_good_branch_is_not_banned_for_the_bad_one(tmp_path):
     assert correction["outputs"]["avoid"] == [["Forward", "similar_to", "out"]]
     cycles = prediction.memory["step_cycles"]
     assert [e["label"] for e in cycles[-1]["frontier"]] == ["P5"], "the retry intersects both branches again"
+
+
+def test_the_planner_reads_the_choice_rationale_the_caps_left_and_the_plan_at_the_answer(films):
+    """Point 6: Think and Evaluate read why the entities were chosen; Evaluate reads the retries and replans left;
+    Answer reads the plan and Think's conclusions beside the facts."""
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+    seen: dict[str, list[dict]] = {"Think": [], "Evaluate": [], "Answer": []}
+
+    def spy(name):
+        def handler(inputs):
+            seen[name].append(inputs)
+            return {"thought": f"the step found what it asks for (step {len(seen[name])})", "missing": "nothing"} \
+                if name == "Think" else handlers[name](inputs)
+        return handler
+
+    def select_entities(inputs):
+        return {"entities": [inputs["candidates"][0].split("  <- ")[0]], "rationale": "the earliest film he made"}
+
+    run(films, dict(handlers, SelectEntities=select_entities, **{n: spy(n) for n in seen}), question=CO_ACTORS,
+        topics={"Xavier": "Xavier"}, entities_per_step=1, max_path_corrections=2, max_replans=1)
+    assert "Why these: the earliest film he made" in seen["Think"][0]["observation"]
+    assert "Why these: the earliest film he made" in seen["Evaluate"][0]["observation"]
+    assert "retries of this step left: 2; replans left: 1" in seen["Evaluate"][0]["plan"]
+    evidence = [str(line) for line in seen["Answer"][0]["evidence"]]
+    assert evidence[0].startswith("Plan step 1: ") and "[completed]" in evidence[0]
+    assert "Concluded at step 1: the step found what it asks for (step 1)" in evidence
