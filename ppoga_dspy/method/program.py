@@ -119,6 +119,11 @@ class PPoGA(dspy.Module):
         memory.strategic.topic_entities = topics
         memory.knowledge.add_entities(topics)
         run.note("topics", entities=[t.to_dict() for t in topics])
+        if not topics:  # nothing to explore from: the model's own knowledge, in one call
+            written = self.planner.answer_unlinked(run, question)
+            if written is None:
+                return [], [], "no entity of the question is on the graph, and the model gave no answer"
+            return self._answer(run, question, [], written)
         memory.strategic.plan = self.planner.make_plan(run, question, [t.label for t in topics])
         loop = StepLoop(self.planner, self.executor, run, question, topics)
         walk = loop.go()

@@ -287,3 +287,58 @@ def test_the_planner_reads_the_choice_rationale_the_caps_left_and_the_plan_at_th
     evidence = [str(line) for line in seen["Answer"][0]["evidence"]]
     assert evidence[0].startswith("Plan step 1: ") and "[completed]" in evidence[0]
     assert "Concluded at step 1: the step found what it asks for (step 1)" in evidence
+
+
+BORN = "Where was the director of Inception born?"
+BORN_GOLD = {BORN: {"relations": ["directed_by", "place_of_birth"], "entities": ["Christopher_Nolan"],
+                    "answers": ["London"]}}
+
+
+def _knows_london(handlers):
+    """A capable model: the graph lacks the birthplace, the model knows it and says where it came from."""
+    def answer(inputs):
+        evidence = " ".join(str(e) for e in inputs.get("evidence") or [])
+        if "London" in evidence:
+            return handlers["Answer"](inputs)
+        return {"answers": ["London"], "reasoning": "the evidence lacks it; from my own knowledge"}
+    return dict(handlers, Answer=answer)
+
+
+def test_the_models_own_answer_is_kept_and_marked_ungrounded_over_a_loopback_server(tmp_path):
+    """Point 1, end to end: a loopback OpenAI-compatible LM server, a KG that lacks the fact; the model's answer
+    is kept (not the last frontier), marked ungrounded, and the evaluation scores it apart."""
+    import dspy
+
+    from ppoga_dspy.experiments.evaluate import record_for, summarize
+    from ppoga_dspy.experiments.scripted import ScriptedEngine
+    from ppoga_dspy.lm import make_lm, serve_lm
+    from ppoga_dspy.method.program import PPoGA
+
+    kg = irn_kg(tmp_path, ["Inception directed_by Christopher_Nolan", "Inception release_year 2010"])
+    engine = ScriptedEngine(_knows_london(gold_path_handlers(BORN_GOLD)))
+    try:
+        with serve_lm(engine, model_name="knows-london") as server:
+            lm = make_lm(f"openai/knows-london@{server.url}", cache=False)
+            prediction = PPoGA(kg, role_lms={"planner": lm, "executor": lm})(
+                question=BORN, topic_entities={"Inception": "Inception"})
+            assert server.stats.requests == prediction.costs["lm_calls"] > 1
+    finally:
+        kg.close()
+    assert prediction.status == "ok"
+    assert prediction.answers == ["London"] and prediction.ungrounded == ["London"]
+    assert prediction.answer_ids == [None] and not stages(prediction, "answer.fallback")
+    assert stages(prediction, "answer.ungrounded_kept")
+    example = dspy.Example(question=BORN, answers=["London"], topic_entities={}, metadata={}).with_inputs("question")
+    summary = summarize([record_for(example, prediction, 1.0)])
+    assert summary["grounding"] == {"ungrounded": {"n": 1, "hits@1": 1.0}}
+
+
+def test_with_no_topic_entity_the_planner_answers_from_its_knowledge_in_one_call(films):
+    """Point 1: nothing of the question is on the graph; one Answer call instead of a plan that walks nowhere."""
+    question = "Who wrote Hamlet?"
+    handlers = gold_path_handlers({})
+    handlers["Answer"] = lambda i: {"answers": ["William Shakespeare"], "reasoning": "from my own knowledge"}
+    prediction, engine = run_ranked(films, handlers, question, None, _Mentions("Hamlet"))
+    assert prediction.status == "ok"
+    assert prediction.answers == ["William Shakespeare"] and prediction.ungrounded == ["William Shakespeare"]
+    assert dict(engine.calls) == {"Answer": 1} and prediction.costs["lm_calls"] == 1
