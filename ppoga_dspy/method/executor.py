@@ -230,13 +230,13 @@ class Executor(dspy.Module):
 
     def _follow(
         self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation,
-        home: frozenset[str] = frozenset(),
+        home: Home | None = None,
     ) -> list[Candidate]:
         """The entities one (entity, relation, direction) reaches; a failed query is a note, not a crash.
 
-        `home` holds where the step came from (see `came_from`): those entities are never candidates, so the
-        relation a step arrived by leads on to the siblings ("who starred with X": X -> film -> co-actors),
-        not back home. The entity itself is never its own candidate either."""
+        `home` holds where the step came from (see `came_from`): what it reaches back over the fact the step came
+        by is never a candidate, so the relation a step arrived by leads on to the siblings ("who starred with
+        X": X -> film -> co-actors), not back home. The entity itself is never its own candidate either."""
         path = (entity.id, relation.id, relation.direction.value)
         observation.paths.append(path)
         run.memory.knowledge.mark_explored(entity.id, relation)
@@ -263,10 +263,11 @@ class Executor(dspy.Module):
         if len(through) != len(reached) or any(c.via for c in through):
             run.note("mediators.read_through", entity=entity.id, relation=relation.id,
                      mediators=sum(c.entity.is_mediator for c in reached), reached=len(through))
-        away = [c for c in through if c.entity.id != entity.id and c.entity.id not in home]
+        home = home or Home()
+        away = [c for c in through if c.entity.id != entity.id and not home.leads_back(c)]
         if len(away) < len(through):
             run.note("way_back.home", entity=entity.id, relation=relation_key(relation),
-                     home=sorted(home), dropped=len(through) - len(away))
+                     home=sorted(home.entities), dropped=len(through) - len(away))
         observation.reached[path] = len(away)
         return away
 
@@ -432,23 +433,43 @@ def _origin(entity: Entity, arrived_by: Triple | None) -> Entity | None:
     return None if other.literal else other
 
 
-def came_from(entity: Entity, chain: list[Triple] | None) -> frozenset[str]:
-    """The ids of where the step that reached `entity` came from: the other end of its last fact, and when that
-    is a mediator (CVT) read through, the entity before the mediator too.
+@dataclass(frozen=True)
+class Home:
+    """Where the step that reached an entity came from: the entities behind it and the facts it came by."""
+
+    entities: frozenset[str] = frozenset()
+    facts: frozenset[tuple[str, str, str]] = frozenset()
+
+    def leads_back(self, candidate: Candidate) -> bool:
+        """A candidate reached back over the very fact the step came by (not another fact to the same entity:
+        PathQuestion's "the gender of the father of X's daughter" walks back to X over `parents`, a fact of its
+        own, and that is the question's path)."""
+        return candidate.entity.id in self.entities and _fact(candidate.triple) in self.facts
+
+
+def _fact(triple: Triple) -> tuple[str, str, str]:
+    return triple.head.id, triple.relation, triple.tail.id
+
+
+def came_from(entity: Entity, chain: list[Triple] | None) -> Home:
+    """Where the step that reached `entity` came from: the other end of its last fact, and when that is a
+    mediator (CVT) read through, the entity before the mediator too, with those facts.
 
     PoG drops the relation a step arrived by. On Freebase that relation mostly leads home, but on most graphs
     it also leads to the siblings ("who starred with X" is X -> film -> the film's other actors, over the same
-    relation twice), so the method drops the entity, not the relation."""
+    relation twice), so the method drops the way home, not the relation."""
     if not chain:
-        return frozenset()
+        return Home()
     home: set[str] = set()
+    facts: set[tuple[str, str, str]] = set()
     node = entity
     for triple in reversed(chain[-2:]):
         other = _origin(node, triple)
         if other is None:
             break
         home.add(other.id)
+        facts.add(_fact(triple))
         if not other.is_mediator:
             break
         node = other
-    return frozenset(home)
+    return Home(frozenset(home), frozenset(facts))

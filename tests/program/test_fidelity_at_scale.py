@@ -342,3 +342,20 @@ def test_with_no_topic_entity_the_planner_answers_from_its_knowledge_in_one_call
     assert prediction.status == "ok"
     assert prediction.answers == ["William Shakespeare"] and prediction.ungrounded == ["William Shakespeare"]
     assert dict(engine.calls) == {"Answer": 1} and prediction.costs["lm_calls"] == 1
+
+
+PARENT = "What is the gender of the parent of Eleanor's daughter?"
+
+
+def test_another_fact_back_to_where_the_step_came_from_is_still_a_path(tmp_path):
+    """Point 8: only the fact the step came by is the way home; PathQuestion walks back to Eleanor over `parents`
+    (a fact of its own), and that is the question's path."""
+    kg = irn_kg(tmp_path, ["Eleanor children Margaret", "Margaret parents Eleanor", "Margaret parents Edward",
+                           "Eleanor gender female", "Edward gender male"])
+    handlers = gold_path_handlers({PARENT: {"relations": ["children", "parents", "gender"],
+                                            "entities": ["Margaret", "Eleanor", "female"], "answers": ["female"]}})
+    try:
+        prediction, _ = run(kg, handlers, question=PARENT, topics={"Eleanor": "Eleanor"})
+    finally:
+        kg.close()
+    assert prediction.answers == ["female"]
