@@ -78,6 +78,7 @@ def record_for(example: Any, prediction: Any, seconds: float, *, keep_prompts: b
         "results": answers[0] if answers else "",
         "answers": answers,
         "answer_ids": list(getattr(prediction, "answer_ids", []) or []),
+        "ungrounded": list(getattr(prediction, "ungrounded", []) or []),  # answers that name no graph entity
         "gold": list(getattr(example, "answers", []) or []),
         "reasoning": getattr(prediction, "reasoning", ""),
         "reasoning_chains": getattr(prediction, "reasoning_chains", []),
@@ -270,6 +271,19 @@ def choice_counts(row: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
+def grounding_split(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Hits@1 of the questions whose first answer names a graph entity (or a value) and of those answered from
+    the model's own knowledge (`ungrounded`), apart: the two mean different things about the method."""
+    groups: dict[str, list[dict[str, Any]]] = {"grounded": [], "ungrounded": []}
+    for row in rows:
+        answers = row.get("answers") or []
+        if answers:
+            groups["ungrounded" if answers[0] in (row.get("ungrounded") or []) else "grounded"].append(row)
+    return {name: {"n": len(group), "hits@1": _mean([float((r.get("metrics") or {}).get("hits@1", 0))
+                                                     for r in group])}
+            for name, group in groups.items() if group}
+
+
 def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "level", "hops")) -> dict[str, Any]:
     """Hits@1 (lenient, strict), F1, failures, and per-question cost; rates in 0..1.
 
@@ -302,6 +316,7 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
         "seconds_median": _median(seconds),
         "kg_queries_mean": _mean([float((r.get("costs") or {}).get("kg_queries") or 0) for r in rows]),
     }
+    summary["grounding"] = grounding_split(rows)
     choices = [choice_counts(r) for r in rows]
     summary["choice_calls"] = sum(c["calls"] for c in choices)
     summary["non_candidate_choices"] = sum(c["non_candidate"] for c in choices)
@@ -361,6 +376,11 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
                 group = s.get("by", {}).get(key, {}).get(name)
                 cells.append(f"{group['hits@1']:.3f} (n={group['n']})" if group else "-")
             table.add_row(markup_safe(f"Hits@1 {key}={name}"), *cells)
+    for name in ("grounded", "ungrounded"):  # answers on the graph and answers from the model's own knowledge
+        groups = [s.get("grounding", {}).get(name) for s in summaries.values()]
+        if any(groups):
+            table.add_row(f"Hits@1 {name} answers",
+                          *[f"{g['hits@1']:.3f} (n={g['n']})" if g else "-" for g in groups])
     for s in summaries.values():
         if s.get("errors_by_kind"):
             table.caption = "errors: " + "; ".join(

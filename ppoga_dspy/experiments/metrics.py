@@ -1,9 +1,10 @@
 """Answer metrics: Hits@1 as PoG scores it, a lenient and a strict Hits@1, and set F1 for many answers.
 
-* `hits@1_pog`: PoG's own evaluation rule, reproduced: the *whole answer field* (PoG's `results`
-  text; for our runs the first answer) against every gold alias (for CWQ the aliases of
-  `cwq_aname_dict.json`, which the CWQ loader merges into `answers`), lower-cased with spaces
-  removed, a hit when one contains the other. This is the number the PoG and PPoGA papers report.
+* `hits@1_pog`: PoG's own evaluation rule, reproduced: the *whole answer field* (for PoG's rows the
+  part of `results` its script reads, `pog_runs.pog_answer_part`; for our runs the first answer)
+  against every gold alias (for CWQ the aliases of `cwq_aname_dict.json`, which the CWQ loader merges
+  into `answers`), lower-cased with spaces removed, a hit when one contains the other. This is the
+  number the PoG and PPoGA papers report.
 * `hits@1`: the same lenient containment on the first *extracted* answer, with `_` read as a space.
 * `hits@1_strict`: the first answer equals a gold alias after SQuAD normalisation; no containment.
 * `f1`: set F1 of all answers against the gold answers.

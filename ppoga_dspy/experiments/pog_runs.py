@@ -5,8 +5,10 @@ JSON list: `question` (the dataset's question text), `results` (the LLM's whole 
 `"{Jamaica}"` or a sentence), `reasoning_chains`, `call_num`, `input_token`, `output_token`,
 `total_token`, `time`. It holds no gold answers: PoG's evaluation looks each question up in the
 dataset file (and, for CWQ, in `cwq_aname_dict.json`). We do the same through our loaders, then score
-each line both ways: `hits@1_pog` on the whole `results` text (PoG's own rule) and `hits@1`,
-`hits@1_strict`, `f1` on the answers extracted from it (the `{...}` items, else the whole text).
+each line both ways: `hits@1_pog` as PoG's evaluation script reads the reply (`pog_answer_part`: what
+the first `{...}` holds, the whole text only when there is no brace), and `hits@1`, `hits@1_strict`, `f1`
+on the answers extracted from it (the `{...}` items, else the whole text). Scoring the whole reply,
+reasoning included, would count an answer the reasoning merely mentions, which PoG's script does not.
 """
 
 from __future__ import annotations
@@ -68,6 +70,23 @@ def extracted_answers(results: Any) -> list[str]:
     return [item for item in items if item]
 
 
+def pog_answer_part(results: Any) -> str:
+    """The part of a PoG reply that PoG's evaluation script scores: from the first "{" to the first "}" (its
+    `clean_results`), or the whole text when the reply has no "{".
+
+    >>> pog_answer_part("The film was shot in {Jamaica}; Kingston is its capital.")
+    'Jamaica'
+    >>> pog_answer_part("{Barack Obama, Joe Biden}")
+    'Barack Obama, Joe Biden'
+    >>> pog_answer_part("Kingston")
+    'Kingston'
+    """
+    text = results if isinstance(results, str) else json.dumps(results, ensure_ascii=False)
+    if "{" not in text:
+        return text
+    return text[text.find("{") + 1: text.find("}")]
+
+
 def _key(question: str) -> str:
     return " ".join(str(question).split()).casefold()
 
@@ -89,7 +108,8 @@ def score_pog_rows(rows: list[dict[str, Any]], examples: list) -> tuple[list[dic
         answers = extracted_answers(results)
         scored.append({
             "id": example_id(example), "question": example.question, "results": field, "answers": answers,
-            "gold": list(example.answers), "metrics": score_prediction(example, answers, answer_field=field),
+            "gold": list(example.answers),
+            "metrics": score_prediction(example, answers, answer_field=pog_answer_part(results)),
             "call_num": row.get("call_num", 0), "input_token": row.get("input_token", 0),
             "output_token": row.get("output_token", 0), "total_token": row.get("total_token", 0),
             "time": row.get("time", 0), "status": "ok", "metadata": dict(example.metadata or {}),

@@ -187,6 +187,19 @@ class SparqlGraph(AbstractContextManager):  # `with` closes it
             out += self._describe_nodes(nodes, came_from=entity)
         return sorted(out, key=lambda e: (e.literal, e.id))
 
+    def count_neighbors(self, entity: str, relation: str, direction: Direction | str = Direction.OUT) -> int:
+        """How many distinct nodes `neighbors` would reach without a limit (one COUNT query): what a caller
+        that fetched a hub's first N needs to say how much it did not see."""
+        direction = _direction(direction)
+        ref, rel = self._entity_ref(entity), self._relation_ref(relation)
+        pattern = f"{ref} {rel} ?x" if direction is Direction.OUT else f"?x {rel} {ref}"
+        rows = self._select("count_neighbors", f"SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE {{ {pattern} }}")
+        term = rows[0].get("n") if rows else None
+        try:
+            return int(term.value) if term is not None else 0
+        except ValueError:
+            return 0
+
     def labels(self, entities: list[str]) -> dict[str, str]:
         """Labels of many entities, fetched in VALUES batches; an unlabelled entity maps to its fallback label."""
         ids = list(dict.fromkeys(entities))

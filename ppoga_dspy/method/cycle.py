@@ -80,6 +80,13 @@ class Walk:
     def start(cls, topics: list[Entity]) -> Walk:
         return cls(frontier=list(topics), chains={t.id: [] for t in topics})
 
+    def reached_chains(self) -> dict[str, list[Triple]]:
+        """The last step's unselected candidates (those backtracking has not taken yet), id -> chain."""
+        if not self.earlier:
+            return {}
+        entities, chains = self.earlier[-1]
+        return {e.id: chains[e.id] for e in entities}
+
     def backtrack(self, width: int) -> list[Entity]:
         """Resume from the last step's other candidates (PoG's backtracking); [] when none are left."""
         while self.earlier:
@@ -148,12 +155,19 @@ class StepLoop:
                 run, self.question, step.objective, cycle.prediction, cycle.observation
             )
             decision, cycle.reason = self.planner.decide(
-                run, self.question, memory.strategic.plan_text(), step.objective, cycle.observation, cycle.thought,
-                found_something=not observation.empty,
+                run, self.question, f"{memory.strategic.plan_text()}\n{self.corrections_left(step.attempts)}",
+                step.objective, cycle.observation, cycle.thought, found_something=not observation.empty,
             )
             cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty)
         memory.history.append(cycle)
         return cycle, observation
+
+    def corrections_left(self, attempts: int) -> str:
+        """What Evaluate is told of its caps: a decision the rules would turn into another is better not made."""
+        th, strategic = self.run.thresholds, self.run.memory.strategic
+        retries = max(0, th.max_path_corrections - attempts) if th.use_path_correction else 0
+        replans = max(0, th.max_replans - strategic.replan_count) if th.use_plan_correction else 0
+        return f"(retries of this step left: {retries}; replans left: {replans})"
 
     def prediction_for(self, step: PlanStepState) -> str:
         """The step's prediction: the one made ahead in fused mode (first try only), else a Predict call."""
@@ -169,7 +183,7 @@ class StepLoop:
         following = self.plan[self.state.index + 1] if self.state.index + 1 < len(self.plan) else None
         judged = self.planner.think_and_decide(
             self.run, self.question, cycle.objective, cycle.prediction, cycle.observation,
-            following.objective if following else "", found_something=found,
+            following.objective if following else "", found_something=found, caps=self.corrections_left(attempts),
         )
         cycle.thought, cycle.missing, cycle.reason = judged.thought, judged.missing, judged.reason
         cycle.decision = applied = self.enforce(judged.decision, attempts, found_something=found)
@@ -183,12 +197,14 @@ class StepLoop:
         """The step's action: explore the graph, intersect two branches, or (a memory step) no graph action."""
         if step.action == StepAction.MEMORY:
             return self.recall()
-        frontier, within = self.walk.frontier, None
+        frontier, within, chains = self.walk.frontier, None, self.walk.chains
         if step.action == StepAction.INTERSECT:
             frontier, within = self.intersect_sources()
+            if within is not None:  # the earlier branch's unselected candidates count too, with their chains
+                chains = {**self.walk.reached_chains(), **self.walk.chains}
         return self.executor.explore(
             self.run, question=self.question, objective=self.exploration_objective(step), frontier=frontier,
-            chains=self.walk.chains, step=self.state.index, intersect=step.action == StepAction.INTERSECT,
+            chains=chains, step=self.state.index, intersect=step.action == StepAction.INTERSECT,
             within=within,
         )
 
@@ -203,8 +219,9 @@ class StepLoop:
         """Where a conjunction step explores from, and the set its result must stay within.
 
         On the first step every topic entity is a branch (the result is reached from all of them). Later,
-        the topics no chain has started from yet are the new branch, and the result must be among the
-        current frontier ("the players of club X" who also "play as forward").
+        the topics no chain has started from yet are the new branch, and the result must be among what the
+        last step reached ("the players of club X" who also "play as forward"): its selected entities and the
+        candidates it did not select, since a conjunction must not lose what the entity cap cut.
         """
         if [e.id for e in self.walk.frontier] == [t.id for t in self.topics]:
             return list(self.topics), None
@@ -213,7 +230,7 @@ class StepLoop:
         fresh = [t for t in self.topics if t.id not in started and t.id not in {e.id for e in self.walk.frontier}]
         if not fresh:
             return self.walk.frontier, None
-        return fresh, {e.id for e in self.walk.frontier}
+        return fresh, {e.id for e in self.walk.frontier} | set(self.walk.reached_chains())
 
     @staticmethod
     def exploration_objective(step: PlanStepState) -> str:
@@ -261,14 +278,18 @@ class StepLoop:
             self.state.index += 1
 
     def correct_path(self, step: PlanStepState, observation: Observation) -> None:
-        """Path correction: the same step again, with the paths it just walked excluded."""
+        """Path correction: the same step again, avoiding what failed (`Observation.failed_parts`): the entity
+        choice, or the paths that reached nothing, not a relation that only led to a wrong pick."""
         step.attempts += 1
         step.status = "failed"
         step.outcome = self._why_failed()
         step.missing = self.run.memory.current.missing if self.run.memory.current else ""
-        self.run.memory.knowledge.record_failure(self.state.index, observation.paths, self._why_failed())
+        knowledge = self.run.memory.knowledge
+        chose_before = bool(knowledge.failed_entities.get(self.state.index))
+        paths, entities = observation.failed_parts(earlier_choices=chose_before)
+        knowledge.record_failure(self.state.index, paths, self._why_failed(), entities=entities)
         self.run.note("path_correction", step=self.state.index, attempt=step.attempts,
-                      avoid=[list(p) for p in observation.paths])
+                      avoid=[list(p) for p in paths], avoid_entities=entities)
         if observation.empty and self.state.index > 0:  # nothing reached: resume from an earlier frontier
             resumed = self.walk.backtrack(self.run.thresholds.entities_per_step)
             if resumed:

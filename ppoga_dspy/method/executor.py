@@ -5,7 +5,8 @@ explore relations -> choose relations (model) -> explore entities -> prune by em
 when there are more candidates than `prune_threshold` -> choose entities (model, with a rationale).
 Relations are ranked by embedding similarity before the model sees them and a choice is accepted
 only when it names a real candidate; otherwise the best-ranked candidate is used, and the trace
-records the fallback. Paths that failed earlier (path correction) are excluded.
+records the fallback. Paths that failed earlier (path correction) are excluded, and so is the entity
+a step came from (the way back leads on to siblings, never home).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, settled
 from ppoga_dspy.method.vocabulary import Role, Stage
 from ppoga_dspy.signatures import SelectEntities, SelectRelationPairs, SelectRelations
+
+#: The most neighbours one KG query returns (kg/graph.py's limit); `neighbor_limit` + 1 is asked to see a cut.
+MAX_NEIGHBORS = 10_000
 
 
 @dataclass
@@ -84,6 +88,21 @@ class Observation:
     rationale: str = ""  # why the Executor selected the frontier (the paper's "with a rationale")
     others: dict[str, list[Triple]] = field(default_factory=dict)  # unselected entity id -> its chain (backtracking)
     other_entities: list[Entity] = field(default_factory=list)
+    chose: bool = False  # the frontier was chosen among more candidates than it keeps (an entity choice was made)
+    reached: dict[tuple[str, str, str], int] = field(default_factory=dict)  # path -> entities it reached
+
+    def failed_parts(self, earlier_choices: bool) -> tuple[list[tuple[str, str, str]], list[str]]:
+        """What path correction records when this step failed: the paths to avoid and the entities judged wrong.
+
+        Only what failed is banned. When an entity choice was made, the choice is what failed: its entities are
+        banned and the relation stays open, so a retry may take it to other entities (unless an entity choice
+        of this step failed before: then the relation goes too). A branch that reached something is not banned
+        for a sibling branch that reached nothing (an intersect's branches are judged apart); when every path
+        reached something and no choice was made, the paths themselves failed."""
+        if self.chose and not earlier_choices:
+            return [], [e.id for e in self.frontier]
+        empty = [p for p in self.paths if not self.reached.get(p)]
+        return (empty or list(self.paths)), []
 
     @property
     def empty(self) -> bool:
@@ -95,6 +114,8 @@ class Observation:
             lines.append(f"... and {len(self.triples) - limit} more facts")
         if self.frontier:
             lines.append("Selected: " + "; ".join(e.describe() for e in self.frontier))
+        if self.chose and self.rationale:  # the entity choice's reason, for Think and Evaluate to judge
+            lines.append(f"Why these: {self.rationale}")
         lines.extend(self.notes)
         return "\n".join(lines) if lines else "Nothing was found on the graph for this step."
 
@@ -147,6 +168,10 @@ class Executor(dspy.Module):
         if intersect and candidates:  # prune after intersecting: a constraint must not lose what pruning cut
             candidates = self._prune(_intersection(run, candidates, within, observation), query,
                                      run.thresholds.prune_threshold)
+        banned = run.memory.knowledge.failed_entities.get(step, set())
+        if banned and (kept := [c for c in candidates if c.entity.id not in banned]) != candidates:
+            run.note("path_correction.excluded_entities", step=step, excluded=len(candidates) - len(kept))
+            candidates = kept
         if not candidates:  # said first, whatever notes explain it: a reader must see the step found nothing
             if not any(note.startswith("No entity") for note in observation.notes):
                 observation.notes.insert(0, "No entity was reached from the frontier in this step.")
@@ -157,7 +182,7 @@ class Executor(dspy.Module):
             observation.rationale = f"the {found} entities that satisfy every constraint (intersection)"
         else:
             selected = self._choose_entities(run, question, objective, candidates, query, observation)
-        self._record(run, observation, candidates, selected, chains)
+        self._record(run, observation, candidates, selected, chains, query, intersect=intersect)
         return observation
 
     def _gather(
@@ -180,7 +205,7 @@ class Executor(dspy.Module):
             if not relations:
                 continue
             for relation in self._choose_relations(run, question, objective, entity, relations, query):
-                group = self._follow(run, entity, relation, observation)
+                group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))
                 candidates.extend(self._pruned(run, entity, relation, group, query, prune))
         return candidates
 
@@ -199,7 +224,7 @@ class Executor(dspy.Module):
         pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus)
         candidates: list[Candidate] = []
         for entity, relation in pairs:
-            group = self._follow(run, entity, relation, observation)
+            group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))
             candidates.extend(self._pruned(run, entity, relation, group, query, prune))
         return candidates
 
@@ -213,13 +238,28 @@ class Executor(dspy.Module):
         return kept
 
     def _follow(
-        self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation
+        self, run: QuestionRun, entity: Entity, relation: Relation, observation: Observation,
+        home: Home | None = None,
     ) -> list[Candidate]:
-        """The entities one (entity, relation, direction) reaches; a failed query is a note, not a crash."""
-        observation.paths.append((entity.id, relation.id, relation.direction.value))
+        """The entities one (entity, relation, direction) reaches; a failed query is a note, not a crash.
+
+        `home` holds where the step came from (see `came_from`): what it reaches back over the fact the step came
+        by is never a candidate, so the relation a step arrived by leads on to the siblings ("who starred with
+        X": X -> film -> co-actors), not back home. The entity itself is never its own candidate either."""
+        path = (entity.id, relation.id, relation.direction.value)
+        observation.paths.append(path)
         run.memory.knowledge.mark_explored(entity.id, relation)
+        limit = run.thresholds.neighbor_limit
         try:
-            found = run.tools.neighbors(entity.id, relation.id, relation.direction, run.thresholds.neighbor_limit)
+            found = run.tools.neighbors(entity.id, relation.id, relation.direction, min(limit + 1, MAX_NEIGHBORS))
+            if len(found) > limit or len(found) >= MAX_NEIGHBORS:  # a cut remains: count the whole group, say so
+                limit = min(limit, len(found))
+                found = found[:limit]
+                total = run.tools.count_neighbors(entity.id, relation.id, relation.direction)
+                run.note("neighbors.cut", entity=entity.id, relation=relation_key(relation), ranked=limit,
+                         of=total if total is not None else f"more than {limit}")
+                observation.notes.append(f"{entity.label} -{relation_key(relation)}: only {limit} of "
+                                         f"{total or 'more'} entities reached were ranked (neighbor_limit)")
         except KGUnavailableError:
             raise
         except KGError as exc:
@@ -232,13 +272,22 @@ class Executor(dspy.Module):
         if len(through) != len(reached) or any(c.via for c in through):
             run.note("mediators.read_through", entity=entity.id, relation=relation.id,
                      mediators=sum(c.entity.is_mediator for c in reached), reached=len(through))
-        return through
+        home = home or Home()
+        away = [c for c in through if c.entity.id != entity.id and not home.leads_back(c)]
+        if len(away) < len(through):
+            run.note("way_back.home", entity=entity.id, relation=relation_key(relation),
+                     home=sorted(home.entities), dropped=len(through) - len(away))
+        observation.reached[path] = len(away)
+        return away
 
     def _record(
         self, run: QuestionRun, observation: Observation, candidates: list[Candidate], selected: list[Candidate],
-        chains: dict[str, list[Triple]],
+        chains: dict[str, list[Triple]], query: str = "", *, intersect: bool = False,
     ) -> None:
-        """The observation's facts (selected first), the new frontier and its chains, into knowledge memory."""
+        """The observation's facts (selected first), the new frontier and its chains, into knowledge memory.
+
+        The candidates not selected are kept for backtracking ranked as pruning ranks them (by similarity to the
+        question and step), so a resumed walk takes the next best, not the next in the graph's id order."""
         ordered = selected + [c for c in candidates if c not in selected]
         for candidate in ordered[: run.thresholds.evidence_limit]:
             observation.triples.extend(t for t in candidate.triples if t not in observation.triples)
@@ -246,12 +295,18 @@ class Executor(dspy.Module):
             if candidate.entity.id not in {e.id for e in observation.frontier}:
                 observation.frontier.append(candidate.entity)
                 observation.chains[candidate.entity.id] = chains.get(candidate.source.id, []) + candidate.triples
+                if intersect:  # a conjunction's result keeps the earlier branch's chain to it as well
+                    chain = observation.chains[candidate.entity.id]
+                    chain[:0] = [t for t in chains.get(candidate.entity.id, []) if t not in chain]
             else:  # reached again from another branch (a conjunction): its chain holds both branches' facts
                 chain = observation.chains[candidate.entity.id]
                 chain.extend(t for t in chains.get(candidate.source.id, []) + candidate.triples if t not in chain)
         chosen = {e.id for e in observation.frontier}
-        for candidate in candidates:  # what a later step may backtrack to when its exploration finds nothing
-            if candidate.entity.id not in chosen and candidate.entity.id not in observation.others:
+        unselected = [c for c in candidates if c.entity.id not in chosen]
+        if len(unselected) > 1:
+            unselected = [unselected[i] for i in rank(self.ranker, query, [c.line() for c in unselected])]
+        for candidate in unselected:  # what a later step may backtrack to when its exploration finds nothing
+            if candidate.entity.id not in observation.others:
                 observation.other_entities.append(candidate.entity)
                 observation.others[candidate.entity.id] = chains.get(candidate.source.id, []) + candidate.triples
         run.memory.knowledge.add_triples(observation.triples)
@@ -259,7 +314,8 @@ class Executor(dspy.Module):
     def _candidate_relations(
         self, run: QuestionRun, entity: Entity, observation: Observation, step: int, arrived_by: Triple | None = None
     ) -> list[Relation]:
-        """The entity's relations minus this step's failed paths and the way back along the fact that reached it."""
+        """The entity's relations minus this step's failed paths and those that lead only home (Freebase's paired
+        reverse predicates: `relations_back`); the arriving relation stays, as it leads on to siblings."""
         relations: list[Relation] = []
         for direction in (Direction.OUT, Direction.IN):
             try:
@@ -269,8 +325,6 @@ class Executor(dspy.Module):
             except KGError as exc:
                 observation.notes.append(f"Relations of {entity.label} could not be read: {exc}")
         knowledge = run.memory.knowledge
-        back = _way_back(entity, arrived_by)
-        relations = [r for r in relations if (r.id, r.direction) != back]
         origin = _origin(entity, arrived_by)
         if origin is not None and len(relations) > 1:
             try:
@@ -332,6 +386,7 @@ class Executor(dspy.Module):
         if len(candidates) <= th.entities_per_step:
             observation.rationale = f"all {len(candidates)} entities reached are kept (at most {th.entities_per_step})"
             return list(candidates)
+        observation.chose = True
         lines = [c.line() for c in candidates]
         if th.gate_margin is not None:  # a decisive embedding ranking settles the choice without a call
             order, scores = ranked(self.ranker, query, lines)
@@ -339,9 +394,10 @@ class Executor(dspy.Module):
                 observation.rationale = "gated: the candidate most similar to the question and step, by a margin"
                 return [candidates[order[0]]]
         shown = [c.prompt_line() for c in candidates]
+        # the cap is said, not silent: a model that lists ten entities should know only the first few are kept
         prediction = run.call(
             Stage.SELECT_ENTITIES, Role.EXECUTOR, self.select_entities,
-            question=question, step=objective, candidates=shown,
+            question=question, step=f"{objective} (choose at most {th.entities_per_step})", candidates=shown,
         )
         matched = match_choices(
             getattr(prediction, "entities", None), shown, aliases=[c.entity.describe() for c in candidates]
@@ -387,12 +443,43 @@ def _origin(entity: Entity, arrived_by: Triple | None) -> Entity | None:
     return None if other.literal else other
 
 
-def _way_back(entity: Entity, arrived_by: Triple | None) -> tuple[str, Direction] | None:
-    """The (relation, direction) that leads from `entity` back where it came from (PoG drops it)."""
-    if arrived_by is None:
-        return None
-    if arrived_by.tail.id == entity.id:
-        return arrived_by.relation, Direction.IN
-    if arrived_by.head.id == entity.id:
-        return arrived_by.relation, Direction.OUT
-    return None
+@dataclass(frozen=True)
+class Home:
+    """Where the step that reached an entity came from: the entities behind it and the facts it came by."""
+
+    entities: frozenset[str] = frozenset()
+    facts: frozenset[tuple[str, str, str]] = frozenset()
+
+    def leads_back(self, candidate: Candidate) -> bool:
+        """A candidate reached back over the very fact the step came by (not another fact to the same entity:
+        PathQuestion's "the gender of the father of X's daughter" walks back to X over `parents`, a fact of its
+        own, and that is the question's path)."""
+        return candidate.entity.id in self.entities and _fact(candidate.triple) in self.facts
+
+
+def _fact(triple: Triple) -> tuple[str, str, str]:
+    return triple.head.id, triple.relation, triple.tail.id
+
+
+def came_from(entity: Entity, chain: list[Triple] | None) -> Home:
+    """Where the step that reached `entity` came from: the other end of its last fact, and when that is a
+    mediator (CVT) read through, the entity before the mediator too, with those facts.
+
+    PoG drops the relation a step arrived by. On Freebase that relation mostly leads home, but on most graphs
+    it also leads to the siblings ("who starred with X" is X -> film -> the film's other actors, over the same
+    relation twice), so the method drops the way home, not the relation."""
+    if not chain:
+        return Home()
+    home: set[str] = set()
+    facts: set[tuple[str, str, str]] = set()
+    node = entity
+    for triple in reversed(chain[-2:]):
+        other = _origin(node, triple)
+        if other is None:
+            break
+        home.add(other.id)
+        facts.add(_fact(triple))
+        if not other.is_mediator:
+            break
+        node = other
+    return Home(frozenset(home), frozenset(facts))

@@ -88,6 +88,8 @@ class KnowledgeMemory:
     # path correction: failures of the current plan, keyed by the step they failed in
     failed_by_step: dict[int, set[tuple[str, str, str]]] = field(default_factory=dict)
     lessons: list[str] = field(default_factory=list)  # "tried, and why it failed", kept across plans
+    # path correction: entities chosen in a step and judged wrong there (the relation that reached them stays open)
+    failed_entities: dict[int, set[str]] = field(default_factory=dict)
 
     @property
     def failed_paths(self) -> set[tuple[str, str, str]]:
@@ -112,23 +114,34 @@ class KnowledgeMemory:
     def mark_explored(self, entity_id: str, relation: Relation) -> None:
         self.relations.setdefault(entity_id, set()).add(relation_key(relation))
 
-    def record_failure(self, step: int, paths: list[tuple[str, str, str]], reason: str = "") -> None:
-        """Paths that failed in plan step `step`: a retry of that step avoids them."""
+    def record_failure(
+        self, step: int, paths: list[tuple[str, str, str]], reason: str = "", entities: Iterable[str] = (),
+    ) -> None:
+        """What failed in plan step `step`: paths (entity, relation, direction) and entities chosen there and
+        judged wrong; a retry of that step avoids both, and may take a failed choice's relation to other entities."""
         self.failed_by_step.setdefault(step, set()).update(paths)
+        entities = list(entities)
+        if entities:
+            self.failed_entities.setdefault(step, set()).update(entities)
         why = f": {reason}" if reason else ""
         self.lessons.extend(f"{self.path_text(p)} was tried and failed{why}" for p in paths)
+        if entities:
+            names = ", ".join(self._name(e) for e in entities)
+            self.lessons.append(f"choosing {names} was tried and failed{why}")
 
     def is_failed(self, step: int, entity_id: str, relation: Relation) -> bool:
         return (entity_id, relation.id, relation.direction.value) in self.failed_by_step.get(step, set())
 
     def avoid_text(self, step: int) -> str:
         """What a retry of `step` is told to avoid, or "" on a first try."""
-        failed = sorted(self.failed_by_step.get(step, set()))
-        return "; ".join(self.path_text(p) for p in failed)
+        failed = [self.path_text(p) for p in sorted(self.failed_by_step.get(step, set()))]
+        failed += [f"choosing {self._name(e)}" for e in sorted(self.failed_entities.get(step, set()))]
+        return "; ".join(failed)
 
     def new_plan(self) -> None:
         """Plan correction: a new plan starts with a clean exclusion set; the lessons stay for Replan to read."""
         self.failed_by_step.clear()
+        self.failed_entities.clear()
 
     def path_text(self, path: tuple[str, str, str]) -> str:
         entity, relation, direction = path
@@ -199,6 +212,7 @@ class KnowledgeMemory:
             "reasoning_chains": [[t.to_dict() for t in chain] for chain in self.reasoning_chains],
             "failed_paths": [list(p) for p in sorted(self.failed_paths)],
             "failed_by_step": {str(k): [list(p) for p in sorted(v)] for k, v in sorted(self.failed_by_step.items())},
+            "failed_entities": {str(k): sorted(v) for k, v in sorted(self.failed_entities.items())},
             "lessons": list(self.lessons),
         }
 

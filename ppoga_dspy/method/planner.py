@@ -78,6 +78,23 @@ def known_text(run: QuestionRun, *, answering: bool = False) -> str:
                                         shown=facts[:OBSERVATION_FACTS], rest=answering)
 
 
+#: Answer's evidence when no entity of the question was linked: not a fact, so nothing constrains the answer.
+NO_TOPIC = "No entity of the question was found on the knowledge graph: answer from your own knowledge."
+
+
+def answer_context(run: QuestionRun) -> list[str]:
+    """What Answer reads beside the facts: the plan with each step's status and outcome, and what Think concluded
+    on each step that was kept (a memory step's result is its conclusion). Lines that are not facts, written
+    first: the facts stay last, and choices among the evidence's names read only the facts."""
+    lines = [f"Plan step {i + 1}: {step.text()}" for i, step in enumerate(run.memory.strategic.plan)]
+    concluded: dict[int, str] = {}
+    for cycle in run.memory.history:  # the last kept try of each step of the current plan
+        if cycle.thought and cycle.decision in (Decision.PROCEED, Decision.FINISH):
+            concluded[cycle.index] = cycle.thought
+    lines += [f"Concluded at step {i + 1}: {text}" for i, text in sorted(concluded.items())]
+    return lines
+
+
 def answer_list(raw: object) -> list[str]:
     """A reply's answers as clean names ("a" or ["a", " ", "b"] -> ["a", "b"])."""
     if isinstance(raw, str):
@@ -176,13 +193,17 @@ class Planner(dspy.Module):
 
     def think_and_decide(
         self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str, next_step: str,
-        found_something: bool,
+        found_something: bool, caps: str = "",
     ) -> Judgement:
-        """`--stages fused`: Think and Evaluate in one call, which also predicts the next step or answers."""
+        """`--stages fused`: Think and Evaluate in one call, which also predicts the next step or answers;
+        `caps` (the retries and replans left) follows the plan in its memory, as Evaluate reads it."""
+        memory = memory_text(run, answering=True)
+        if caps:
+            memory = memory.replace("\nKnown:\n", f"\n{caps}\nKnown:\n", 1)
         result = run.call(
             Stage.THINK_EVALUATE, Role.PLANNER, self.think_evaluate,
             question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
-            memory=memory_text(run, answering=True), next_step=next_step or "none",
+            memory=memory, next_step=next_step or "none",
         )
         decision, reason = _decision(run, result, found_something, Stage.THINK_EVALUATE)
         return Judgement(
@@ -193,9 +214,15 @@ class Planner(dspy.Module):
 
     def accept_answers(self, run: QuestionRun, judged: Judgement) -> tuple[list[str], str] | None:
         """A finishing fused evaluation's answer, when it holds as Answer's would; else None (Answer is asked)."""
-        answers = grounded(run, judged.answers, judged.salvaged)
+        answers = grounded(run, judged.answers, judged.salvaged, keep_ungrounded=False)
         run.note("answer.written_by_evaluate" if answers else "answer.written_rejected", answers=judged.answers)
         return (answers, f"{judged.thought} {judged.reason}".strip()) if answers else None
+
+    def answer_unlinked(self, run: QuestionRun, question: str) -> tuple[list[str], str] | None:
+        """No entity of the question is on the graph: one Answer call from the model's own knowledge (no plan, no
+        exploration: there is nothing to start from), its answers kept and marked ungrounded."""
+        run.note("topics.none", question=question)
+        return self.write_answer(run, question, [NO_TOPIC])
 
     def write_answer(self, run: QuestionRun, question: str, evidence: list[str]) -> tuple[list[str], str] | None:
         result = run.call(Stage.ANSWER, Role.PLANNER, self.answer, question=question, evidence=evidence)
@@ -205,19 +232,25 @@ class Planner(dspy.Module):
         return None if answers is None else (answers, str(getattr(result, "reasoning", "") or ""))
 
 
-def grounded(run: QuestionRun, answers: list[str], salvaged: bool) -> list[str] | None:
+def grounded(run: QuestionRun, answers: list[str], salvaged: bool, *, keep_ungrounded: bool = True) -> list[str] | None:
     """The answers that count, or None when none is left (the caller falls back).
 
-    PPoGA answers from the evidence: an answer counts where it names an entity found on the graph
-    (always checked for a salvaged reply) or is a value no graph entity names (a count, a date,
-    yes/no: kept, and marked ungrounded by the program).
+    PPoGA answers from the evidence and, as PoG and ToG do, from the model's own knowledge: an answer
+    counts where it names an entity found on the graph or is a value no graph entity names (a count, a
+    date, yes/no). Among answers that include such ones, the others are dropped; when the model names
+    nothing on the graph at all, the evidence held no answer and its own answers are kept (the program
+    marks them ungrounded), unless `keep_ungrounded` is off (a fused evaluation's early answer: Answer is
+    asked instead). A salvaged reply is always held to the graph.
     """
     if not (run.thresholds.ground_answers or salvaged):
         return answers
     topics = {t.id for t in run.memory.strategic.topic_entities}
     known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
-    answers = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
-    return answers or None
+    on_graph = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
+    if not on_graph and answers and keep_ungrounded and not salvaged:
+        run.note("answer.ungrounded_kept", answers=answers)
+        return answers
+    return on_graph or None
 
 
 def _decision(run: QuestionRun, result: object, found_something: bool, stage: Stage) -> tuple[Decision, str]:

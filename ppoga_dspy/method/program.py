@@ -21,7 +21,7 @@ from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
 from ppoga_dspy.method.executor import Executor
 from ppoga_dspy.method.memory import Memory, StrategicMemory
-from ppoga_dspy.method.planner import Planner
+from ppoga_dspy.method.planner import Planner, answer_context
 from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
@@ -179,6 +179,11 @@ class PPoGA(dspy.Module):
         memory.strategic.topic_entities = topics
         memory.knowledge.add_entities(topics)
         run.note("topics", entities=[t.to_dict() for t in topics])
+        if not topics:  # nothing to explore from: the model's own knowledge, in one call
+            written = self.planner.answer_unlinked(run, question)
+            if written is None:
+                return [], [], "no entity of the question is on the graph, and the model gave no answer"
+            return self._answer(run, question, [], written)
         memory.strategic.plan = self.planner.make_plan(run, question, [t.label for t in topics])
         loop = StepLoop(self.planner, self.executor, run, question, topics)
         walk = loop.go()
@@ -190,7 +195,8 @@ class PPoGA(dspy.Module):
         knowledge = run.memory.knowledge
         written = prewritten  # fused mode: written by the evaluation that finished (already grounded)
         if written is None:
-            written = self.planner.write_answer(run, question, knowledge.evidence(self.thresholds.evidence_tokens))
+            evidence = answer_context(run) + knowledge.evidence(self.thresholds.evidence_tokens)
+            written = self.planner.write_answer(run, question, evidence)
         if written is None or not written[0]:
             fallback = [e.label for e in frontier if e.id not in {t.id for t in run.memory.strategic.topic_entities}]
             run.note("answer.fallback", answers=fallback)

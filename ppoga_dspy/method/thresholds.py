@@ -38,8 +38,10 @@ class Thresholds(BaseModel):
     relation_candidates: int = Field(25, ge=1, le=500)
     """relations per frontier entity shown to the model (relations_per_entity), ranked by similarity to
     question + step; the rest are noted in the trace"""
-    neighbor_limit: int = Field(500, ge=1, le=100_000)
-    """neighbours fetched per (entity, relation)"""
+    neighbor_limit: int = Field(5000, ge=1, le=100_000)
+    """neighbours fetched and ranked per (entity, relation): the size budget of ranking a hub's whole group
+    (pruning then keeps `prune_threshold`); a group larger than this, or than the 10,000 one KG query returns,
+    is counted and the cut traced"""
     frontier_limit: int = Field(3, ge=1, le=50)
     """frontier entities whose relations are explored per step"""
     evidence_limit: int = Field(40, ge=1, le=1000)

@@ -96,6 +96,15 @@ class KGTools:
     def neighbors(self, entity: str, relation: str, direction: Direction, limit: int) -> list[Entity]:
         return self.tools["get_neighbors"](entity=entity, relation=relation, direction=direction.value, limit=limit)
 
+    def count_neighbors(self, entity: str, relation: str, direction: Direction) -> int | None:
+        """How many entities the relation reaches in all, metered as `kg.count_neighbors`; None when the KG
+        cannot count (the `KnowledgeGraph` protocol does not require it)."""
+        count = getattr(self.kg, "count_neighbors", None)
+        if count is None:
+            return None
+        args = {"entity": entity, "relation": relation, "direction": direction.value}
+        return self._metered("count_neighbors", args, lambda: [count(entity, relation, direction)])[0]
+
     def labels(self, entities: list[str]) -> dict[str, str]:
         return self.tools["get_labels"](entities=entities)
 

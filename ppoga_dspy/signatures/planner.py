@@ -112,7 +112,7 @@ class Answer(dspy.Signature):
     """Answer the question from the evidence gathered on the knowledge graph.
 
     Give the answer entities exactly as they are named in the evidence, best first. If the evidence
-    does not contain the answer, give your best answer and say so in the reasoning.
+    does not contain the answer, answer from your own knowledge and say so in the reasoning.
     """
 
     question: str = dspy.InputField()

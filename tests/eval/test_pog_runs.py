@@ -73,3 +73,15 @@ def test_a_pog_file_without_its_dataset_is_a_clear_error(tmp_path, cwq_questions
         read_scored_run(path)
     assert main(["report", str(path)]) == PoGRunError.exit_code
     assert "pass --dataset" in capsys.readouterr().err
+
+
+def test_a_pog_row_is_scored_on_the_part_pogs_script_reads(tmp_path, cwq_questions):
+    """Issue 29, point 9: PoG's script scores what the braces hold, not the reasoning around them; a reply whose
+    reasoning names the gold answer but whose braced answer is wrong is a miss, as PoG counts it."""
+    cwq, items = cwq_questions
+    line = {"question": items[0]["question"], "results": "{Nobody at all}. The graph also lists "
+            + items[0]["answer"] + ", which does not fit.", "call_num": 3}
+    path = tmp_path / "PoG_cwq.jsonl"
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    rows, _ = read_scored_run(path, dataset=f"cwq:{cwq}")
+    assert rows[0]["metrics"]["hits@1_pog"] == 0

@@ -12,7 +12,7 @@ from ppoga_dspy.method.memory import Memory, StrategicMemory
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
-from tests.program.test_program import GOLD, QUESTION, mid, run
+from tests.program.test_program import GOLD, QUESTION, mid, run, stages
 
 
 def test_every_chain_triple_reaches_answer_after_a_wide_exploration(demo_kg):
@@ -146,18 +146,23 @@ def test_a_graph_answer_is_not_marked_ungrounded(demo_kg):
     assert prediction.answers == ["London"] and prediction.ungrounded == []
 
 
-def test_the_way_back_is_not_offered(demo_kg):
-    """Point 5: from Nolan (reached by Inception -directed_by-> Nolan) the reverse of directed_by is dropped."""
+def test_the_way_back_leads_on_not_home(demo_kg):
+    """Point 5 (as issue 29 corrects it): from Nolan (reached by Inception -directed_by-> Nolan) the reverse of
+    directed_by is offered, since it reaches his other films, but Inception itself is never a candidate."""
     handlers = gold_path_handlers(GOLD)
     offered: dict[str, list[str]] = {}
 
     def select_relations(inputs):
         offered.setdefault(inputs["entity"], list(inputs["candidates"]))
-        return handlers["SelectRelations"](inputs)
+        return {"relations": ["film.film.directed_by (reverse)"]} if inputs["entity"] == "Christopher Nolan" else (
+            handlers["SelectRelations"](inputs))
 
-    prediction, _ = run(demo_kg, dict(handlers, SelectRelations=select_relations))
-    assert prediction.answers == ["London"]
-    assert "film.film.directed_by (reverse)" not in offered["Christopher Nolan"]
+    prediction, engine = run(demo_kg, dict(handlers, SelectRelations=select_relations))
+    assert "film.film.directed_by (reverse)" in offered["Christopher Nolan"]
+    later = [inputs["candidates"] for name, inputs in engine.requests if name == "SelectEntities"]
+    assert not [line for lines in later for line in lines if line.startswith("Inception ")], later
+    (home, *_) = stages(prediction, "way_back.home")
+    assert home["outputs"]["home"] == [mid(demo_kg, "Inception")]
 
 
 ZIMMER = "Who directed the films that Hans Zimmer composed music for?"

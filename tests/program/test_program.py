@@ -245,9 +245,9 @@ def test_kg_operations_are_metered_dspy_tools(demo_kg):
 @pytest.mark.parametrize("grounded", [True, False])
 def test_answers_are_grounded_in_the_graph_unless_switched_off(demo_kg, grounded):
     handlers = gold_path_handlers(GOLD)
-    handlers["Answer"] = lambda i: {"answers": ["Atlantis"], "reasoning": "from memory"}
+    handlers["Answer"] = lambda i: {"answers": ["Atlantis", "London"], "reasoning": "from memory"}
     prediction, _ = run(demo_kg, handlers, ground_answers=grounded)
-    if grounded:
-        assert prediction.answers == ["London"] and stages(prediction, "answer.fallback")
+    if grounded:  # beside an answer on the graph, a name found nowhere is dropped (issue 29 keeps it when alone)
+        assert prediction.answers == ["London"] and prediction.ungrounded == []
     else:
-        assert prediction.answers == ["Atlantis"] and prediction.answer_ids == [None]
+        assert prediction.answers == ["Atlantis", "London"] and prediction.answer_ids[0] is None
