@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ppoga_dspy.experiments.scripted import gold_path_handlers
+from ppoga_dspy.experiments.gold_path import gold_path_handlers
 from tests.program.test_program import run, stages
 
 
@@ -75,7 +75,7 @@ def run_ranked(kg, handlers, question, topics, ranker, **thresholds):
     """`run` with the program's ranker given (pruning, menus and backtracking rank with it)."""
     import dspy
 
-    from ppoga_dspy.experiments.scripted import ScriptedEngine, scripted_lm
+    from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.method.thresholds import Thresholds
 
@@ -310,7 +310,7 @@ def test_the_models_own_answer_is_kept_and_marked_ungrounded_over_a_loopback_ser
     import dspy
 
     from ppoga_dspy.experiments.evaluate import record_for, summarize
-    from ppoga_dspy.experiments.scripted import ScriptedEngine
+    from ppoga_dspy.experiments.scripted_engine import ScriptedEngine
     from ppoga_dspy.lm import make_lm, serve_lm
     from ppoga_dspy.method.program import PPoGA
 
