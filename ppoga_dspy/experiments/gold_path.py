@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ppoga_dspy.experiments import planner_texts as texts
 from ppoga_dspy.experiments.fused_handlers import (
     decompose_predicting,
     fact_lines,
@@ -58,7 +59,7 @@ def plan_steps(gold: dict[str, Any], *, tagged: bool = False) -> list[dict[str, 
         names = [relations[i] for i in group]
         text = f"follow relation {names[0]}" + "".join(f" and read through to {r}" for r in names[1:])
         steps.append({"objective": text + (f" (hop {group[-1] + 1})" if tagged else ""),
-                      "expected_outcome": "an entity"})
+                      "expected_outcome": texts.expected_outcome(names)})
     return steps
 
 
@@ -94,11 +95,18 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         chosen = [label_of(line) for line in lines if label_of(line).casefold() in names]
         if not chosen and lines:
             chosen = [label_of(lines[0])]
-        return {"entities": chosen, "rationale": "on the gold path"}
+        return {"entities": chosen, "rationale": texts.rationale(inputs, chosen)}
+
+    def failed(inputs: dict[str, Any]) -> bool:
+        return str(inputs.get("observation", "")).startswith(("Nothing was found", "No entity"))
+
+    def think(inputs: dict[str, Any]) -> dict[str, Any]:
+        met = not failed(inputs)
+        return {"thought": texts.thought(inputs, met=met), "missing": texts.missing(inputs, met=met)}
 
     def evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
-        failed = str(inputs.get("observation", "")).startswith(("Nothing was found", "No entity"))
-        return {"decision": "correct_path" if failed else "proceed", "reason": "scripted"}
+        decision = "correct_path" if failed(inputs) else "proceed"
+        return {"decision": decision, "reason": texts.reason(inputs, decision)}
 
     def found(inputs: dict[str, Any], evidence: list[str]) -> list[str]:
         text = "\n".join(evidence).casefold()
@@ -109,15 +117,16 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         answers = found(inputs, evidence)
         if not answers and evidence:
             answers = [evidence[-1].rstrip(")").rsplit(", ", 1)[-1]]
-        return {"answers": answers, "reasoning": "read from the evidence"}
+        reasoning = texts.answer_reasoning(evidence, answers, str(inputs.get("question", "")))
+        return {"answers": answers, "reasoning": reasoning}
 
     def predict(inputs: dict[str, Any]) -> dict[str, Any]:
-        return {"prediction": f"the step will {inputs.get('step', '')}"}
+        return {"prediction": texts.prediction(str(inputs.get("step", "")))}
 
     def think_evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
         """Think's and Evaluate's replies; the next step predicted on proceeding, the answer after the last step
         (only answers the facts hold: otherwise none, and the program asks Answer as paper mode does)."""
-        judged = {"thought": "compared", "missing": "nothing", **evaluate(inputs)}
+        judged = {**think(inputs), **evaluate(inputs)}
         proceeding = judged["decision"] == "proceed"
         answers = found(inputs, fact_lines(inputs)) if proceeding and not next_step(inputs) else []
         return {**judged, "next_prediction": predicted_next(predict, inputs) if proceeding else "", "answers": answers}
@@ -126,7 +135,7 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         "Decompose": decompose,
         "Replan": decompose,
         "PredictOutcome": predict,
-        "Think": lambda i: {"thought": "compared", "missing": "nothing"},
+        "Think": think,
         "Evaluate": evaluate,
         "Answer": answer,
         "SelectRelations": select_relations,

@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+from ppoga_dspy.experiments import planner_texts as texts
 from ppoga_dspy.experiments.fused_handlers import (
     decompose_predicting,
     fact_lines,
@@ -218,9 +219,11 @@ class NoisyPlanner:
         wrong = [label for label in labels if label not in right]
         if right and wrong:
             rng = self._rng(str(inputs.get("question", "")).strip(), "entity", hop)
-            if self._errs(rng, self.p, "entity"):
-                return {"entities": [rng.choice(wrong)], "rationale": "looks like what the step asks for"}
-        return {"entities": right or labels[:1], "rationale": "on the path the step asks for"}
+            if self._errs(rng, self.p, "entity"):  # the rationale says what the planner believed of its pick
+                chosen = [rng.choice(wrong)]
+                return {"entities": chosen, "rationale": texts.rationale(inputs, chosen)}
+        chosen = right or labels[:1]
+        return {"entities": chosen, "rationale": texts.rationale(inputs, chosen)}
 
     def judge(self, inputs: dict[str, Any], stage: str) -> tuple[str, str]:
         """(verdict, why): verdict "on_path", "retry" (this step went wrong) or "replan" (an earlier one did)."""
@@ -249,30 +252,30 @@ class NoisyPlanner:
         return "retry", "the step did not reach the entity it asks for"
 
     def think(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        verdict, why = self.judge(inputs, "think")
+        verdict, _ = self.judge(inputs, "think")
         # both names of Think's output field (`reflection`, renamed `thought` on method-core): only the
-        # signature's own fields are written into the reply
-        if verdict == "on_path":
-            text = f"the observation meets the objective: {why}"
-            return {"reflection": text, "thought": text, "missing": "nothing"}
-        text = f"the observation does not meet the objective: {why}"
-        return {"reflection": text, "thought": text,
-                "missing": f"the entity that the step '{inputs.get('step', '')}' asks for"}
+        # signature's own fields are written into the reply. The text says what the planner believes,
+        # right or (at rate p / 3) wrong.
+        met = verdict == "on_path"
+        text = texts.thought(inputs, met=met, off_path=verdict == "replan")
+        return {"reflection": text, "thought": text, "missing": texts.missing(inputs, met=met)}
 
     def evaluate(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        verdict, why = self.judge(inputs, "evaluate")
+        verdict, _ = self.judge(inputs, "evaluate")
         hop = self.hop(inputs)
         if verdict == "on_path":
             last = hop is not None and hop == len(self.gold(inputs)["relations"]) - 1
-            return {"decision": "finish" if last else "proceed", "reason": why}
+            decision = "finish" if last else "proceed"
+            return {"decision": decision, "reason": texts.reason(inputs, decision)}
         question = str(inputs.get("question", "")).strip()
         with self._lock:
             failures = self._failures.setdefault(question, Counter())
             failures[hop if hop is not None else -1] += 1
             repeated = failures[hop if hop is not None else -1] >= 3
         if verdict == "replan" or repeated:
-            return {"decision": "replan", "reason": why if verdict == "replan" else "the step keeps failing"}
-        return {"decision": "correct_path", "reason": why}
+            why = "off_path" if verdict == "replan" else "keeps_failing"
+            return {"decision": "replan", "reason": texts.reason(inputs, "replan", why=why)}
+        return {"decision": "correct_path", "reason": texts.reason(inputs, "correct_path", why="not_asked")}
 
     def found(self, inputs: dict[str, Any], evidence: list[str]) -> list[str]:
         """The gold answers the evidence names in a fact of the last gold relation."""
@@ -286,11 +289,12 @@ class NoisyPlanner:
         found = self.found(inputs, evidence)
         if not found and evidence:
             found = [evidence[-1].rstrip(")").rsplit(", ", 1)[-1]]
-        return {"answers": found, "reasoning": "read from the chain of facts"}
+        reasoning = texts.answer_reasoning(evidence, found, str(inputs.get("question", "")))
+        return {"answers": found, "reasoning": reasoning}
 
     @staticmethod
     def predict(inputs: dict[str, Any]) -> dict[str, Any]:
-        return {"prediction": f"the step will {inputs.get('step', '')}"}
+        return {"prediction": texts.prediction(str(inputs.get("step", "")))}
 
     def think_evaluate(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Think's and Evaluate's judgements, drawn exactly as the two separate calls draw them (one judge

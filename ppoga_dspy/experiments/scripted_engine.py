@@ -8,8 +8,8 @@ returns the outputs (a dict, formatted the way the adapter expects) or a raw str
 malformed replies). Token counts are estimated (4 characters per token) so cost figures are real
 numbers of the prompts the program builds.
 
-The planners that drive it live apart: `gold_path` (perfect), `noisy_planner` (seeded mistakes), and
-`planner_specs` builds either from its `--lm` spec.
+The planners that drive it live apart: `gold_path` (perfect), `noisy_planner` (seeded mistakes), both
+writing their free text with `planner_texts`, and `planner_specs` builds either from its `--lm` spec.
 """
 
 from __future__ import annotations
