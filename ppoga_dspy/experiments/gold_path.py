@@ -180,6 +180,19 @@ def golds_from_examples(examples, *, kg: Any = None) -> dict[str, dict[str, Any]
     return golds
 
 
+REVERSE = " (reverse)"
+
+
+def walk_directions(relation: str) -> tuple[str, tuple[Any, ...]]:
+    """The relation's name and the directions to walk it in: a gold path that writes a hop as the menu does
+    (MetaQA's `starred_actors (reverse)`) is walked backwards only; a bare name tries forwards, then backwards."""
+    from ppoga_dspy.kg.base import Direction
+
+    if relation.endswith(REVERSE):
+        return relation.removesuffix(REVERSE), (Direction.IN,)
+    return relation, (Direction.OUT, Direction.IN)
+
+
 def semantic_steps(kg: Any, gold: dict[str, Any]) -> list[list[int]]:
     """The gold relations (by index) grouped one group per semantic hop, read off the graph.
 
@@ -188,7 +201,7 @@ def semantic_steps(kg: Any, gold: dict[str, Any]) -> list[list[int]]:
     `kg`, a relation whose reached nodes are all mediators joins the next relation's step. Only for
     one-branch paths (conjunctions keep one step per relation); a KG error keeps one per relation.
     """
-    from ppoga_dspy.kg.base import Direction, KGError
+    from ppoga_dspy.kg.base import KGError
 
     relations, topics = gold["relations"], gold.get("topics") or []
     single = [[i] for i in range(len(relations))]
@@ -199,8 +212,9 @@ def semantic_steps(kg: Any, gold: dict[str, Any]) -> list[list[int]]:
     try:
         for i, relation in enumerate(relations):
             reached = []
-            for direction in (Direction.OUT, Direction.IN):
-                reached = [e for source in frontier[:50] for e in kg.neighbors(source, relation, direction, 500)]
+            name, directions = walk_directions(relation)
+            for direction in directions:
+                reached = [e for source in frontier[:50] for e in kg.neighbors(source, name, direction, 500)]
                 if reached:
                     break
             if through:

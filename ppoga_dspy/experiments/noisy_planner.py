@@ -22,7 +22,7 @@ from ppoga_dspy.experiments.fused_handlers import (
     pairs_by_entity,
     predicted_next,
 )
-from ppoga_dspy.experiments.gold_path import FOLLOW, golds_from_examples, label_of, plan_steps
+from ppoga_dspy.experiments.gold_path import FOLLOW, REVERSE, golds_from_examples, label_of, plan_steps, walk_directions
 from ppoga_dspy.experiments.scripted_engine import Handler, ScriptedEngine, scripted_lm
 
 _HOP = re.compile(r"\(hop (\d+)\)")
@@ -152,7 +152,7 @@ class NoisyPlanner:
         with self._lock:
             if key in self._sets:
                 return self._sets[key]
-        from ppoga_dspy.kg.base import Direction, KGError
+        from ppoga_dspy.kg.base import KGError
 
         answers = {a.casefold() for a in gold["answers"]}
         layers: list[dict[str, tuple[str, set[str]]]] = []  # hop -> entity id -> (label, successor ids)
@@ -160,9 +160,10 @@ class NoisyPlanner:
         try:
             for relation in relations:
                 layer: dict[str, tuple[str, set[str]]] = {}
-                for direction in (Direction.OUT, Direction.IN):
+                name, directions = walk_directions(relation)
+                for direction in directions:
                     for source in list(frontier)[:2000]:
-                        for entity in self.kg.neighbors(source, relation, direction, 10_000):
+                        for entity in self.kg.neighbors(source, name, direction, 10_000):
                             layer.setdefault(entity.id, (entity.label, set()))[1].add(source)
                     if layer:
                         break
@@ -280,7 +281,9 @@ class NoisyPlanner:
     def found(self, inputs: dict[str, Any], evidence: list[str]) -> list[str]:
         """The gold answers the evidence names in a fact of the last gold relation."""
         gold = self.gold(inputs)
-        last = gold["relations"][-1] if gold["relations"] else None
+        # the evidence writes facts as (subject, relation, object): a hop the gold path writes backwards
+        # ("directed_by (reverse)") stands in them under its bare name
+        last = gold["relations"][-1].removesuffix(REVERSE) if gold["relations"] else None
         facts = [line for line in evidence if last is None or last in line]
         return [a for a in gold["answers"] if any(_mentions(line, {a.casefold()}) for line in facts)]
 
