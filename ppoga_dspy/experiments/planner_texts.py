@@ -290,8 +290,9 @@ def _inner(item: str, targets: set[str]) -> tuple[str, str]:
 def _step_back(facts: list[Fact], targets: set[str]) -> tuple[Fact, str, str, str] | None:
     """(fact, named entity, relation as read, target) of the first fact that links a named entity to a target.
 
-    Read forward (`(A, r, target)`, or a mediator tail holding it), or backward through a mediator head that
-    holds the target (`([r2: target], r, A)` reads `(A, r (reverse) / r2, target)`).
+    Read forward (`(A, r, target)`, or a mediator tail holding it), or backward: through a mediator head that
+    holds the target (`([r2: target], r, A)` reads `(A, r (reverse) / r2, target)`), or a fact reached against
+    its direction (`(target, r, A)` reads `(A, r (reverse), target)`: co-actors, a director's other films).
     """
     for fact in facts:
         head = next((h for h in fact.heads if not _mediator(h)), None)
@@ -304,6 +305,11 @@ def _step_back(facts: list[Fact], targets: set[str]) -> tuple[Fact, str, str, st
         if back is not None and other is not None:
             inner, name = _inner(back, targets)
             return fact, plain(other), f"{fact.relation} (reverse)" + (f" / {inner}" if inner else ""), name
+    for fact in facts:  # only then facts read against their direction: a forward reading is the likelier one
+        back = next((h for h in fact.heads if not _mediator(h) and _folded(h) & targets), None)
+        other = next((t for t in fact.tails if not _mediator(t) and not _folded(t) & targets), None)
+        if back is not None and other is not None:
+            return fact, plain(other), f"{fact.relation} (reverse)", plain(back)
     return None
 
 
