@@ -51,14 +51,17 @@ def _events(row: dict[str, Any], stage: str) -> list[dict[str, Any]]:
 
 
 def _evidence_text(row: dict[str, Any]) -> str:
-    """The text the answer was read from: Answer's evidence, else the last fused judgement's facts."""
+    """The text the answer was read from: Answer's evidence, else the last fused judgement's facts; a row that
+    keeps no prompts (the default, `ppoga eval` without --keep-prompts) gives the reasoning chains it kept."""
     for event in reversed(row.get("trace") or []):
         inputs = event.get("inputs") or {}
-        if event.get("stage") == "answer" or "evidence" in inputs:
+        if inputs and (event.get("stage") == "answer" or "evidence" in inputs):
             return "\n".join(map(str, inputs.get("evidence") or []))
-        if event.get("stage") == "think_evaluate":
+        if inputs and event.get("stage") == "think_evaluate":
             return f"{inputs.get('observation', '')}\n{inputs.get('memory', '')}"
-    return ""
+    return "\n".join(f"({fact['head']['label']}, {fact['relation']}, {fact['tail']['label']})"
+                     for chain in row.get("reasoning_chains") or [] for fact in chain
+                     if isinstance(fact, dict) and "head" in fact and "tail" in fact)
 
 
 def _mentions(text: str, names: list[str]) -> bool:
