@@ -12,18 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ppoga_dspy.kg.base import InvalidIdentifier, KGLoadError
+from ppoga_dspy.kg.base import KGLoadError
+from ppoga_dspy.kg.delimited import delimited_ntriples
 from ppoga_dspy.kg.dialects import (
     FREEBASE_NS,
     IRN_ENTITY,
     IRN_RELATION,
-    RDFS_LABEL,
     WIKIDATA_ENTITY,
     IrnDialect,
     pql_relation,
 )
 from ppoga_dspy.kg.pipe_kb import looks_like_pipe_kb, pipe_ntriples
-from ppoga_dspy.kg.terms import escape_string
 
 FORMATS = ("nt", "ttl", "nq", "irn", "pipe")
 _EXTENSIONS = {
@@ -99,10 +98,6 @@ def detect_dialect(paths: Iterable[str | Path], fmt: str | None = None) -> str:
     return specific.pop() if specific else "rdf"
 
 
-def _nt_iri(iri: str) -> str:
-    return f"<{iri}>"
-
-
 def irn_ntriples(path: str | Path, seen: set[str] | None = None) -> Iterator[str]:
     """N-Triples lines for an IRN KB: one per fact, plus an rdfs:label line for each new entity.
 
@@ -112,36 +107,17 @@ def irn_ntriples(path: str | Path, seen: set[str] | None = None) -> Iterator[str
 
     path = Path(path)
     _check_exists(path)
-    seen = set() if seen is None else seen
-    label = _nt_iri(RDFS_LABEL)
-    with path.open(encoding="utf-8", errors="strict") as handle:
-        try:
-            for number, line in enumerate(handle, 1):
-                line = line.rstrip("\r\n")
-                if not line.strip():
-                    continue
-                parts = line.split("\t")
-                if len(parts) != 3 or not all(p.strip() for p in parts):
-                    raise KGLoadError(
-                        f"{path}:{number}: an IRN KB line needs exactly three tab-separated fields "
-                        f"(subject, relation, object); got {line[:120]!r}"
-                    )
-                subject, relation, obj = (p.strip() for p in parts)
-                for value, what in ((subject, "entity"), (relation, "relation"), (obj, "entity")):
-                    try:  # what the dialect would refuse at query time is refused here, with its line
-                        IrnDialect.check_name(value, what)
-                    except InvalidIdentifier as exc:
-                        raise KGLoadError(f"{path}:{number}: {exc}") from None
-                s = _nt_iri(IRN_ENTITY + quote(subject, safe=""))
-                o = _nt_iri(IRN_ENTITY + quote(obj, safe=""))
-                r = _nt_iri(IRN_RELATION + quote(pql_relation(relation), safe=""))
-                yield f"{s} {r} {o} .\n"
-                for name, iri in ((subject, s), (obj, o)):
-                    if name not in seen:
-                        seen.add(name)
-                        yield f'{iri} {label} "{escape_string(name)}" .\n'
-        except UnicodeDecodeError as exc:
-            raise KGLoadError(f"{path} is not UTF-8 text ({exc}); IRN KBs are UTF-8 tab-separated files") from exc
+
+    def iris(subject: str, relation: str, obj: str) -> tuple[str, str, str]:
+        for value, what in ((subject, "entity"), (relation, "relation"), (obj, "entity")):
+            IrnDialect.check_name(value, what)
+        return (IRN_ENTITY + quote(subject, safe=""), IRN_RELATION + quote(pql_relation(relation), safe=""),
+                IRN_ENTITY + quote(obj, safe=""))
+
+    return delimited_ntriples(
+        path, set() if seen is None else seen, split=lambda line: line.split("\t"),
+        shape="an IRN KB line needs exactly three tab-separated fields (subject, relation, object)", iris=iris,
+        kind="IRN")
 
 
 def _rdf_format(fmt: str):

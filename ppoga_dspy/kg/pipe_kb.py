@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ppoga_dspy.kg.base import KGLoadError
-from ppoga_dspy.kg.dialects import RDFS_LABEL, NamesDialect
-from ppoga_dspy.kg.terms import escape_string
+from ppoga_dspy.kg.delimited import delimited_ntriples
+from ppoga_dspy.kg.dialects import NamesDialect
 
 _SNIFF_LINES = 20
 
@@ -43,35 +43,11 @@ def pipe_ntriples(path: str | Path, seen: set[str] | None = None) -> Iterator[st
     Every name goes through the `names` dialect, so a name the dialect would refuse at query time
     (a control character, a bad relation) is refused here, with its line number.
     """
-    from ppoga_dspy.kg.base import InvalidIdentifier
-
     path = Path(path)
     if not path.is_file():
         raise KGLoadError(f"no such KG file: {path}")
     dialect = NamesDialect()
-    seen = set() if seen is None else seen
-    label = f"<{RDFS_LABEL}>"
-    with path.open(encoding="utf-8", errors="strict") as handle:
-        try:
-            for number, line in enumerate(handle, 1):
-                line = line.rstrip("\r\n")
-                if not line.strip():
-                    continue
-                parts = [p.strip() for p in line.split("|")]
-                if len(parts) != 3 or not all(parts):
-                    raise KGLoadError(
-                        f"{path}:{number}: a MetaQA KB line needs exactly three |-separated fields "
-                        f"(head|relation|tail); got {line[:120]!r}"
-                    )
-                head, relation, tail = parts
-                try:
-                    s, r, o = dialect.entity_iri(head), dialect.relation_iri(relation), dialect.entity_iri(tail)
-                except InvalidIdentifier as exc:
-                    raise KGLoadError(f"{path}:{number}: {exc}") from exc
-                yield f"<{s}> <{r}> <{o}> .\n"
-                for name, iri in ((head, s), (tail, o)):
-                    if name not in seen:
-                        seen.add(name)
-                        yield f'<{iri}> {label} "{escape_string(name)}" .\n'
-        except UnicodeDecodeError as exc:
-            raise KGLoadError(f"{path} is not UTF-8 text ({exc}); MetaQA KBs are UTF-8 files") from exc
+    return delimited_ntriples(
+        path, set() if seen is None else seen, split=lambda line: line.split("|"),
+        shape="a MetaQA KB line needs exactly three |-separated fields (head|relation|tail)",
+        iris=lambda h, r, t: (dialect.entity_iri(h), dialect.relation_iri(r), dialect.entity_iri(t)), kind="MetaQA")

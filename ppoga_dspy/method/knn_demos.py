@@ -280,15 +280,19 @@ def install_pool(program: Any, pool: DemoPool) -> Any:
         if isinstance(predictor, KNNPredict):
             predictor.pool = pool
             continue
-        replacement = KNNPredict(predictor.signature, pool=pool, name=name, **predictor.config)
-        replacement.load_state(predictor.dump_state())
-        replacement.lm = predictor.lm
-        parent = program
-        *path, attribute = name.split(".")
-        for part in path:
-            parent = getattr(parent, part)
-        setattr(parent, attribute, replacement)
+        _replace(program, name, predictor, KNNPredict(predictor.signature, pool=pool, name=name, **predictor.config))
     return program
+
+
+def _replace(program: Any, name: str, old: Any, new: Any) -> None:
+    """Put `new` where the predictor `old` stood (its dotted attribute path `name`), with `old`'s state and LM."""
+    new.load_state(old.dump_state())
+    new.lm = old.lm
+    parent = program
+    *path, attribute = name.split(".")
+    for part in path:
+        parent = getattr(parent, part)
+    setattr(parent, attribute, new)
 
 
 def uninstall_pool(program: Any) -> Any:
@@ -300,14 +304,7 @@ def uninstall_pool(program: Any) -> Any:
     for name, predictor in list(program.named_predictors()):
         if not isinstance(predictor, KNNPredict):
             continue
-        replacement = dspy.Predict(predictor.signature, **predictor.config)
-        replacement.load_state(predictor.dump_state())
-        replacement.lm = predictor.lm
-        parent = program
-        *path, attribute = name.split(".")
-        for part in path:
-            parent = getattr(parent, part)
-        setattr(parent, attribute, replacement)
+        _replace(program, name, predictor, dspy.Predict(predictor.signature, **predictor.config))
     return program
 
 

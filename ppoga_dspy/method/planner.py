@@ -247,7 +247,7 @@ def grounded(run: QuestionRun, answers: list[str], salvaged: bool, *, keep_ungro
     topics = {t.id for t in run.memory.strategic.topic_entities}
     known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
     on_graph = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
-    if not on_graph and answers and keep_ungrounded and not salvaged:
+    if not on_graph and answers and keep_ungrounded and run.thresholds.answer_from_knowledge and not salvaged:
         run.note("answer.ungrounded_kept", answers=answers)
         return answers
     return on_graph or None

@@ -60,6 +60,10 @@ class Thresholds(BaseModel):
     """ablation: replan after repeated failures"""
     ground_answers: bool = True
     """keep only answers naming an entity found on the graph (else the last step's entities)"""
+    answer_from_knowledge: bool = True
+    """when the model names nothing on the graph, keep its own answers, marked ungrounded (PoG and ToG answer
+    from the triplets and the model's knowledge); off: answer the last step's entities instead, for a small
+    model that invents names or copies them from its demos"""
 
     def to_dict(self) -> dict:
         return self.model_dump()

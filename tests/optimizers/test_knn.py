@@ -14,6 +14,7 @@ from ppoga_dspy.experiments.datasets import load_dataset
 from ppoga_dspy.experiments.evaluate import score_program
 from ppoga_dspy.experiments.gold_path import oracle_lm
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.optimizers.artifact import SCHEMA, Artifact, load_artifact
 from ppoga_dspy.optimizers.compile import compile_program
 from ppoga_dspy.optimizers.knn import DemoPool, KNNPredict, pool_of
@@ -29,8 +30,10 @@ def demo():
 
 
 def _copier_program(kg, engine=None):
+    """A model that copies its demos copies their answers too: it is held to the graph (answer_from_knowledge off),
+    as a small model that invents names is."""
     lm = copier_lm(engine)
-    return PPoGA(kg, role_lms={"planner": lm, "executor": lm})
+    return PPoGA(kg, thresholds=Thresholds(answer_from_knowledge=False), role_lms={"planner": lm, "executor": lm})
 
 
 def test_pool_keeps_every_stage_once_per_question(demo_kg, demo):
