@@ -137,7 +137,7 @@ def for_terminal(text: Any) -> str:
 # any other `\\[` into `[`; a trailing backslash would escape the tag that follows in the caller's string.
 _TAG_OPEN = re.compile(r"(\\*)\[(?=[a-z#/@][^[]*?\])")
 _OTHER_OPEN = re.compile(r"(?<!\x00)\[")
-_TRAILING = re.compile(r"(\\+)$")
+_TRAILING = re.compile(r"(\\+)\Z")
 
 
 def markup_safe(text: Any) -> str:

@@ -139,8 +139,11 @@ class KnowledgeGraphContract:
             back = kg.relations_back("m.0demo057", "m.0demo051")
             assert Relation("film.film.music", Direction.OUT) in back
             assert Relation("film.music_contributor.film", Direction.IN) in back
-        with pytest.raises(InvalidIdentifier):
-            kg.relations_back(e, "x> } DROP ALL { <y")
+        try:  # refused, or (a dialect whose names may hold spaces and brackets, IRN's) encoded into an id of nothing
+            assert not kg.relations_back(e, "x> } DROP ALL { <y")
+        except InvalidIdentifier:
+            pass
+        assert kg.relations(e)  # and the graph is still whole
 
     def test_same_answers_as_the_embedded_store(self, contract_kgs, reference_kgs, facts, dialect):
         kg, ref = contract_kgs[dialect], reference_kgs[dialect]
