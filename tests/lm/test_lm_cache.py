@@ -115,7 +115,9 @@ def test_the_cache_key_holds_the_endpoint_but_never_the_key():
 def _ask(server: FaultLMServer, cache_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DSPY_CACHEDIR": str(cache_dir)}
-    return subprocess.run([sys.executable, "-m", "ppoga_dspy", "ask", "--lm", server.spec(), "--json", *extra],
+    # the fault server answers in the chat adapter's text form, not a structured-output schema's JSON
+    return subprocess.run([sys.executable, "-m", "ppoga_dspy", "ask", "--lm", server.spec(), "--structured", "off",
+                           "--json", *extra],
                           capture_output=True, text=True, env=env, cwd=cache_dir, timeout=300)
 
 
