@@ -39,12 +39,12 @@ from ppoga_dspy.inference.model_loading import building_model
 from ppoga_dspy.inference.options import resolve_dtype
 from ppoga_dspy.inference.prefix_cache import PrefixCache
 from ppoga_dspy.inference.prompt_heads import HeadStore, heads_enabled
+from ppoga_dspy.user_cache import cache_folder
 
 logger = logging.getLogger(__name__)
 
 # Environment switches for the conversion cache (see the module docstring).
 MODEL_CACHE_ENV = "PPOGA_MODEL_CACHE"
-_CACHE_OFF = ("off", "0", "false", "no", "none")
 
 
 @dataclass
@@ -92,13 +92,7 @@ _REGISTRY_LOCK = threading.Lock()
 
 
 def _cache_root() -> Path | None:
-    value = os.environ.get(MODEL_CACHE_ENV, "").strip()
-    if value.lower() in _CACHE_OFF and value:
-        return None
-    if value:
-        return Path(value).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ppoga-dspy" / "models"
+    return cache_folder(MODEL_CACHE_ENV, "models")
 
 
 def _converted_dir(info: EmbeddedModelInfo, gguf: Path, dtype: str = "float32") -> Path | None:

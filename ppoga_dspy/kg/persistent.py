@@ -21,22 +21,16 @@ import tempfile
 from pathlib import Path
 
 from ppoga_dspy.kg.base import KGLoadError
+from ppoga_dspy.user_cache import cache_folder
 
 CACHE_ENV = "PPOGA_KG_CACHE"
-_OFF = ("off", "0", "false", "no", "none")
 # Bump when the importer writes different triples for the same file: old stores are then not reused.
 IMPORT_VERSION = 1
 
 
 def cache_root() -> Path | None:
     """The folder that holds cached stores, or None when `PPOGA_KG_CACHE=off`."""
-    value = os.environ.get(CACHE_ENV, "").strip()
-    if value.lower() in _OFF and value:
-        return None
-    if value:
-        return Path(value).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ppoga-dspy" / "kg"
+    return cache_folder(CACHE_ENV, "kg")
 
 
 def store_key(path: Path, dialect: str) -> str:
