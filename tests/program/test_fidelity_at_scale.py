@@ -89,9 +89,9 @@ LIVED = "Which country holds a city where Pia lived?"
 LIVED_GOLD = {LIVED: {"relations": ["lived_in", "located_in"], "entities": ["Zurich"], "answers": ["Switzerland"]}}
 
 
-def test_backtracking_resumes_from_the_best_ranked_candidate_not_the_first_id(tmp_path):
-    """Point 7: step 1 picks a dead end (Aarau_old); the retry resumes from the candidate ranked best (Zurich),
-    not from the next one in id order (Basel_old, another dead end)."""
+def _lived_with_a_wrong_first_pick(tmp_path):
+    """Pia lived in three cities, one leading on; the planner's first entity choice is the dead end Aarau_old,
+    every later one the gold path's."""
     kg = irn_kg(tmp_path, ["Pia lived_in Aarau_old", "Pia lived_in Basel_old", "Pia lived_in Zurich",
                            "Zurich located_in Switzerland"])
     handlers = gold_path_handlers(LIVED_GOLD)
@@ -99,6 +99,14 @@ def test_backtracking_resumes_from_the_best_ranked_candidate_not_the_first_id(tm
 
     def select_entities(inputs):
         return next(picks, None) or handlers["SelectEntities"](inputs)
+
+    return kg, handlers, select_entities
+
+
+def test_backtracking_resumes_from_the_best_ranked_candidate_not_the_first_id(tmp_path):
+    """Point 7: step 1 picks a dead end (Aarau_old); the retry resumes from the candidate ranked best (Zurich),
+    not from the next one in id order (Basel_old, another dead end)."""
+    kg, handlers, select_entities = _lived_with_a_wrong_first_pick(tmp_path)
 
     try:
         prediction, _ = run_ranked(kg, dict(handlers, SelectEntities=select_entities), LIVED, {"Pia": "Pia"},
@@ -204,13 +212,7 @@ def test_a_cut_that_remains_is_counted_and_traced(hub):
 def test_a_failed_entity_choice_bans_the_entities_not_the_relation(tmp_path):
     """Point 2: step 1 takes the right relation to the wrong city; the retry may take the same relation to the
     other cities (today's code banned the relation, and the retry found nothing)."""
-    kg = irn_kg(tmp_path, ["Pia lived_in Aarau_old", "Pia lived_in Basel_old", "Pia lived_in Zurich",
-                           "Zurich located_in Switzerland"])
-    handlers = gold_path_handlers(LIVED_GOLD)
-    picks = iter([{"entities": ["Aarau_old"], "rationale": "the first city"}])
-
-    def select_entities(inputs):
-        return next(picks, None) or handlers["SelectEntities"](inputs)
+    kg, handlers, select_entities = _lived_with_a_wrong_first_pick(tmp_path)
 
     def evaluate(inputs):
         if "Selected: Aarau_old" in inputs["observation"]:
