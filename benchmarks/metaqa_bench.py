@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import time
@@ -69,21 +68,13 @@ PUBLISHED = (
 )
 
 
-def sample(examples: list, n: int, seed: int) -> list:
-    """A seeded sample of n questions, in file order, the same for every row; a smaller n takes a subset of a
-    larger one's questions (one shuffle, its first n), so a longer run extends a shorter one's run files."""
-    order = list(range(len(examples)))
-    random.Random(seed).shuffle(order)
-    return [examples[i] for i in sorted(order[:n])]
-
-
 def artifact_for(hop: int, data: Path, runs: Path, *, compile_limit: int, threads: int) -> Path:
     """The knn + constraints artifact compiled on the hop's dev file (made once, by `ppoga compile`)."""
     out = runs / f"metaqa-{hop}hop-knn.json"
     if out.exists():
         return out
     command = [sys.executable, "-m", "ppoga_dspy", "compile", "--dataset",
-               f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_dev.txt'}", "--split", "all", "--limit", str(compile_limit),
+               f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_dev.txt'}", "--split", "all", "--sample", str(compile_limit),
                "--optimizer", "knn", "--teacher-lm", "oracle/gold-path", "--dev-limit", "0", "--threads",
                str(threads), "--out", str(out)]
     print("compiling:", " ".join(command), flush=True)
@@ -181,7 +172,8 @@ def main() -> int:
     parser.add_argument("--hops", nargs="+", type=int, choices=HOPS, default=list(HOPS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--compile-limit", type=int, default=300, help="dev questions the knn artifact is built on")
+    parser.add_argument("--compile-limit", type=int, default=500,
+                        help="dev questions the knn artifact is built on, drawn at random (seeded) from the dev file")
     parser.add_argument("--runs", type=Path, default=Path("runs/metaqa"), help="folder of the resumable run files")
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON here")
     parser.add_argument("--cwq-sample", action="store_true",
@@ -194,7 +186,7 @@ def main() -> int:
     data = data_dir(args.data, needs="metaqa/kb.txt", script="metaqa_bench.py")
     args.runs.mkdir(parents=True, exist_ok=True)
 
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.experiments.datasets import load_dataset, sample_examples
     from ppoga_dspy.experiments.instruments import instrument_table, kb_hub_counter
     from ppoga_dspy.experiments.instruments import markdown as instruments_markdown
     from ppoga_dspy.experiments.metaqa import kb_index
@@ -212,7 +204,7 @@ def main() -> int:
     for row in args.rows:  # row by row: the first rows' figures are complete while later ones still run
         for hop in args.hops:
             n = args.n if row in SCRIPTED else args.n_embedded
-            chosen = sample(tests[hop], n, args.seed)
+            chosen = sample_examples(tests[hop], n, seed=args.seed)
             t0 = time.perf_counter()
             rows = run_row(row, hop, chosen, data, args.runs, args)
             if not rows:

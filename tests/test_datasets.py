@@ -346,3 +346,33 @@ def test_load_dataset_split_and_limit():
         load_dataset("demo", split="validation")
     with pytest.raises(DatasetError, match="fractions"):
         split_examples(all_demo, fractions=(0.5, 0.5, 0.5))
+
+
+def test_sample_draws_across_a_template_grouped_file():
+    """MetaQA's dev files hold one template after another: the first 300 questions are all one template, so
+    `--limit` alone would compile on one kind of question; `--sample` draws across the file."""
+    path = data_file("metaqa", "1hop_qa_dev.txt")
+    first = load_dataset(f"metaqa:{path}", limit=300)
+    drawn = load_dataset(f"metaqa:{path}", sample=300, seed=0)
+    assert len({e.metadata["type"] for e in first}) == 1
+    assert len({e.metadata["type"] for e in drawn}) >= 10
+    positions = {e.id: i for i, e in enumerate(load_dataset(f"metaqa:{path}"))}
+    assert [positions[e.id] for e in drawn] == sorted(positions[e.id] for e in drawn)  # file order kept
+    smaller = load_dataset(f"metaqa:{path}", sample=50, seed=0)
+    assert {e.id for e in smaller} <= {e.id for e in drawn}  # a smaller draw is a subset: run files extend
+    assert [e.id for e in load_dataset(f"metaqa:{path}", sample=50, seed=1)] != [e.id for e in smaller]
+
+
+def test_sample_flag_reaches_compile_and_eval(tmp_path):
+    from ppoga_dspy.cli import build_parser
+    from ppoga_dspy.cli.common import load_examples
+
+    for command in ("eval", "compile"):
+        args = build_parser().parse_args([command, "--dataset", "demo", "--split", "train", "--sample", "5",
+                                          "--seed", "3", "--out", str(tmp_path / "out")])
+        assert [e.id for e in load_examples(args)] == [
+            e.id for e in load_dataset("demo", split="train", seed=3, sample=5)]
+        if command == "compile":  # the dev split is scored whole, not drawn like the training questions
+            assert len(load_examples(args, split="dev")) == len(load_dataset("demo", split="dev", seed=3))
+    with pytest.raises(DatasetError, match="sample"):
+        load_dataset("demo", sample=-1)

@@ -130,14 +130,20 @@ def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, s
     parser.add_argument("--seed", type=int, default=0,
                         help="split, optimizer/sampler and oracle/noisy:P planner seed (default 0)")
     parser.add_argument("--limit", type=at_least(1, hint="; omit --limit to run every question"), default=None,
-                        help="at most N questions (after splitting; default: all)")
+                        help="at most N questions (after splitting; default: all): the first N in file order")
+    parser.add_argument("--sample", type=at_least(1), default=None, metavar="N",
+                        help="N questions drawn at random (seeded by --seed) from the split, in file order: files "
+                             "grouped by template (MetaQA) give one template in their first N")
 
 
 def load_examples(args: argparse.Namespace, *, split: str | None = None, limit: int | None = None) -> list:
+    """The questions the flags name; `--sample` draws from the main split only (dev and selection splits are
+    scored whole or up to their own limits)."""
     from ppoga_dspy.experiments.datasets import load_dataset
 
+    main = split is None or split == args.split
     return load_dataset(args.dataset, split=split or args.split, limit=limit if limit is not None else args.limit,
-                        seed=args.seed)
+                        seed=args.seed, sample=getattr(args, "sample", None) if main else None)
 
 
 def program_settings(args: argparse.Namespace):

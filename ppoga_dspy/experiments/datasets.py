@@ -330,9 +330,25 @@ def parse_spec(spec: str) -> tuple[str, Path]:
     return fmt, Path(path.strip()).expanduser()
 
 
-def load_dataset(spec: str, *, limit: int | None = None, split: str | None = None, seed: int = 0) -> list:
+def sample_examples(examples: Sequence[Any], n: int, *, seed: int = 0) -> list:
+    """A seeded draw of n examples, kept in file order.
+
+    Benchmark files are often grouped by template (MetaQA's dev files hold one template after another), so the
+    first N questions are one kind of question: a draw is what a compile or an evaluation on N questions means.
+    One shuffle, its first n: a smaller n takes a subset of a larger one's questions, so a longer run extends a
+    shorter one's run file."""
+    if n < 0:
+        raise DatasetSpecError(f"sample must be >= 0, got {n}")
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    return [examples[i] for i in sorted(order[:n])]
+
+
+def load_dataset(spec: str, *, limit: int | None = None, split: str | None = None, seed: int = 0,
+                 sample: int | None = None) -> list:
     """Read a benchmark into `dspy.Example`s; `split` picks train/dev/test of `split_examples(seed=seed)`,
-    then `limit` keeps the first examples of what is left."""
+    then `sample` draws that many of what is left (`sample_examples`, seeded), and `limit` keeps the first
+    examples of what is left."""
     fmt, path = parse_spec(spec)
     if not path.is_file():
         hint = " (the demo data ships with a source checkout; pass demo:PATH to use a copy)" if fmt == "demo" else ""
@@ -349,6 +365,8 @@ def load_dataset(spec: str, *, limit: int | None = None, split: str | None = Non
         if split not in SPLITS:
             raise DatasetSpecError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)} or all")
         examples = split_examples(examples, seed=seed)[split]
+    if sample is not None:
+        examples = sample_examples(examples, sample, seed=seed)
     if limit is not None:
         if limit < 0:
             raise DatasetSpecError(f"limit must be >= 0, got {limit}")
@@ -394,4 +412,4 @@ def split_examples(examples: Sequence[Any], *, seed: int = 0,
     return out
 
 
-__all__ = ["DATASET_FORMATS", "DatasetError", "load_dataset", "parse_spec", "split_examples"]
+__all__ = ["DATASET_FORMATS", "DatasetError", "load_dataset", "parse_spec", "sample_examples", "split_examples"]
