@@ -121,6 +121,25 @@ class EmbeddedEngine(EmbeddedGenerator):
             usage=Usage(input_tokens=reply.prompt_tokens, output_tokens=reply.completion_tokens),
         )
 
+    def complete_structured(self, request: Any, schema: dict[str, Any]) -> Any | None:
+        """A Response whose text is `schema`'s JSON by construction (the loopback server's structured outputs), or
+        None when the schema has a shape the engine cannot constrain (the server then conforms a free reply)."""
+        from dspy.clients.engines.base import validate_request
+        from dspy.lm15 import Message, Response, Usage
+
+        from ppoga_dspy.lm.wire import request_to_chat
+
+        validate_request(request)
+        config = request.config
+        reply = self.generate_json(request_to_chat(request), schema, max_tokens=config.max_tokens,
+                                   temperature=config.temperature, top_p=config.top_p, stop=config.stop,
+                                   seed=config.seed)
+        if reply is None:
+            return None
+        return Response(id=None, model=self.model_string, message=Message.assistant(reply.text),
+                        finish_reason=reply.finish_reason,
+                        usage=Usage(input_tokens=reply.prompt_tokens, output_tokens=reply.completion_tokens))
+
     def stream(self, request: Any) -> Any:
         """No token streaming: the finished reply is replayed as stream events."""
         from dspy.lm15 import response_to_events
