@@ -52,8 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="gepa: the LM that reflects on feedback and rewrites instructions (default: --teacher-lm, "
                           "else --lm); oracle/proposer is a scripted, offline one")
     cmd.add_argument("--log-dir", type=Path, default=None, metavar="DIR",
-                     help="gepa: its run folder; rerunning the same command resumes from it (default ARTIFACT.gepa/); "
-                          "mipro: its evaluated candidate programs")
+                     help="gepa/mipro: the run folder; rerunning the same command resumes from it, a mipro rerun "
+                          "skipping the finished trials (default ARTIFACT.gepa/ or ARTIFACT.mipro/)")
     cmd.add_argument("--threads", type=common.THREADS, default=1, help="questions in parallel (default 1)")
     cmd.add_argument("--out", required=True, type=Path, metavar="ARTIFACT")
     cmd.add_argument("--json", action="store_true", help="print the scores as JSON")
@@ -129,7 +129,8 @@ def _compile(args: argparse.Namespace) -> int:
     devset = [] if args.dev_limit == 0 else common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
     selectset = None if args.select_split is None else common.load_examples(args, split=args.select_split,
                                                                              limit=args.select_limit)
-    log_dir = args.log_dir or (args.out.with_name(args.out.name + ".gepa") if args.optimizer == "gepa" else None)
+    log_dir = args.log_dir or (args.out.with_name(f"{args.out.name}.{args.optimizer}")
+                               if args.optimizer in ("gepa", "mipro") else None)
     from ppoga_dspy.app import open_program
 
     with open_program(common.program_settings(args), examples=trainset + devset + (selectset or [])) as opened:
@@ -146,7 +147,8 @@ def _compile(args: argparse.Namespace) -> int:
                                  seed=args.seed, auto=args.auto, trials=args.trials,
                                  max_metric_calls=args.max_metric_calls,
                                  log_dir=str(log_dir) if log_dir else None, k=args.k,
-                                 teacher_name=args.teacher_lm or "")
+                                 teacher_name=args.teacher_lm or "",
+                                 provenance=_provenance(args, program, lm_description, trainset + (selectset or [])))
         scores = {**result.scores, "reported_on": args.dev_split if devset else None,
                   "selected_on": _selected_on(args) if result.selected_on else None}
         artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
@@ -154,6 +156,10 @@ def _compile(args: argparse.Namespace) -> int:
         artifact.save(args.out)
         report = {"artifact": str(args.out), "optimizer": args.optimizer, **scores,
                   "changed_predictors": result.changed_predictors}
+        if result.resumed is not None:
+            report["resumed"] = result.resumed
+            print(f"ppoga compile: {result.resumed['evaluations_resumed']} trial evaluations read from {log_dir}, "
+                  f"{result.resumed['evaluations_run']} run", file=sys.stderr)
         if args.json:
             common.print_json(report)
         else:
@@ -170,6 +176,22 @@ def _compile(args: argparse.Namespace) -> int:
                       f"changed: {', '.join(result.changed_predictors) or 'nothing'}")
             print(f"wrote {args.out}")
     return 0
+
+
+def _provenance(args: argparse.Namespace, program, lm_description: str, examples: list) -> dict:
+    """What a resumable compile is for (checked against its run folder): the LMs, the questions, the starting
+    program, and the flags that shape the search. The budget (--trials, --auto with --trials) is left out,
+    so a rerun with a larger budget extends the finished trials."""
+    from ppoga_dspy.experiments.evaluate import program_fingerprint
+    from ppoga_dspy.optimizers.tune import tune_provenance
+
+    return {**tune_provenance(lm=lm_description, dataset=args.dataset, split=args.split, seed=args.seed,
+                              examples=examples),
+            "optimizer": args.optimizer, "program": program_fingerprint(program),
+            "prompt_lm": args.prompt_lm or args.teacher_lm or args.lm, "teacher_lm": args.teacher_lm,
+            "select_split": args.select_split, "max_demos": args.max_demos,
+            "candidates": args.candidates if args.trials is not None else None,
+            "auto": args.auto if args.trials is None else None}
 
 
 def _selected_on(args: argparse.Namespace) -> str:

@@ -18,6 +18,10 @@ The contract: what `lm/embedded.py` calls
     where `finish_reason` is "stop" or "length". It raises DSPy's `ContextLengthError` when the prompt and
     `max_tokens` do not fit the model's window. `EmbeddedEngine.complete(request)` is this call wrapped
     in DSPy's request/response types (`lm/wire.py`);
+  - `generate_json(chat, schema, *, max_tokens, temperature, top_p, stop, seed) -> Generation | None`: a reply
+    that is the JSON schema's object by construction (`schema_plan.py`: the engine writes the structure, the
+    model each value, a choice among its `enum`), or None for a schema shape it cannot constrain. The
+    loopback server's structured outputs call it through `EmbeddedEngine.complete_structured`;
   - `render(chat)` (the exact prompt text) and `loaded()` (`LoadedModel`: `model`, `tokenizer`, `lock`),
     used by LoRA training (`optimizers/finetune.py`).
 - `DECODER_VERSION` and `CONSTRAINT_RULES_VERSION`: in the engine's identity, which keys DSPy's response
@@ -44,7 +48,8 @@ of their own), prompt-lookup decoding (`decoding.py`), the GGUF conversion cache
 The files, by job: `catalogue.py` (the models), `options.py` (environment switches: dtype, threads,
 legacy, constraints), `loading.py` (the conversion cache and the per-process registry), `prefix_cache.py`,
 `decode_loop.py` (settings, rendering, the token loop), `guided.py` (headers written by the engine,
-constrained values), and the helpers they use.
+constrained values, replies that are a JSON schema's object), `schema_plan.py` (a JSON schema read as
+constraints), and the helpers they use.
 
 Importing this package is cheap: each name is loaded on first use (torch and transformers only when a
 model is loaded).

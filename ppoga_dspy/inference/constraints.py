@@ -198,7 +198,7 @@ def _literal_options(type_text: str) -> tuple[str, ...] | None:
     return options or None
 
 
-def _object_list(schema: Any) -> ObjectList | None:
+def object_list(schema: Any) -> ObjectList | None:
     """An object list for a list-of-objects schema whose properties are all strings (required first)."""
     if not isinstance(schema, dict) or schema.get("type") != "array":
         return None
@@ -237,7 +237,7 @@ def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
             found[name] = Choice(names)
         elif (options := _literal_options(type_text)) is not None:
             found[name] = OneOf(options)
-        elif type_text.startswith("list[") and (objects := _object_list(prompt.schemas.get(name))):
+        elif type_text.startswith("list[") and (objects := object_list(prompt.schemas.get(name))):
             found[name] = in_demo_order(objects, demo_keys(chat, name))
     return found
 

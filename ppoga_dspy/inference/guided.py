@@ -16,10 +16,12 @@ candidates' rows of the output layer (`decoding.PartialHead`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from ppoga_dspy.inference import constraints as _constraints
+from ppoga_dspy.inference import schema_plan as _schema_plan
 from ppoga_dspy.inference.decode_loop import _TRANSCRIPT_STOPS, Decoder, Generation, _pick
 from ppoga_dspy.inference.loading import LoadedModel
 from ppoga_dspy.inference.options import _TorchThreads
@@ -60,6 +62,39 @@ class EmbeddedGenerator(Decoder):
         seed: int | None = None,
     ) -> Generation:
         """Generate one reply to `chat` (`[{"role", "content"}]`); the engine's `complete` wraps this."""
+        return self._generate(chat, None, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop,
+                              seed=seed)
+
+    def generate_json(
+        self,
+        chat: Sequence[dict[str, str]],
+        schema: dict[str, Any],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> Generation | None:
+        """A reply to `chat` that is `schema`'s JSON by construction (`schema_plan.py`), or None when the schema
+        has a shape the engine cannot constrain (the caller then answers freely and conforms the reply)."""
+        plan = _schema_plan.plan_for(schema)
+        if plan is None:
+            return None
+        return self._generate(chat, plan, max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=stop,
+                              seed=seed)
+
+    def _generate(
+        self,
+        chat: Sequence[dict[str, str]],
+        plan: _schema_plan.SchemaPlan | None,
+        *,
+        max_tokens: int | None,
+        temperature: float | None,
+        top_p: float | None,
+        stop: Sequence[str],
+        seed: int | None,
+    ) -> Generation:
         import torch
 
         loaded = self.loaded()
@@ -82,7 +117,7 @@ class EmbeddedGenerator(Decoder):
         sampling: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if temperature is not None and temperature > 0:
             sampling = {"do_sample": True, "temperature": float(temperature), "top_p": top_p, "top_k": None}
-        fields = adapter_output_fields(chat) if self.guide_adapter_fields else []
+        fields = adapter_output_fields(chat) if self.guide_adapter_fields and plan is None else []
         constraints = _constraints.constraints_for(chat) if fields and self.constrain else {}
         threads = None if self.legacy else self.threads
         with loaded.lock, _TorchThreads(threads):
@@ -92,6 +127,8 @@ class EmbeddedGenerator(Decoder):
                 store.offer_head(system_head(prompt, prompt_ids, system, tokenizer))
             if sampling["do_sample"] and seed is not None:
                 torch.manual_seed(int(seed))
+            if plan is not None:
+                return self._json(loaded, prompt, prompt_tokens, plan, budget, stops, sampling)
             if not fields:
                 raw = self._raw(loaded, prompt, budget, [*stops, CHAT_ADAPTER_END], sampling)
                 finish = "stop" if raw.stopped or raw.new_tokens < budget else "length"
@@ -139,6 +176,88 @@ class EmbeddedGenerator(Decoder):
         reply += CHAT_ADAPTER_END
         used += len(tokenizer(CHAT_ADAPTER_END, add_special_tokens=False)["input_ids"])
         return Generation(reply, prompt_tokens, used, "stop")
+
+    # -- replies that are a JSON schema's object (inference/schema_plan.py) --------------------------------------
+
+    def _json(
+        self, loaded: LoadedModel, prompt: str, prompt_tokens: int, plan: _schema_plan.SchemaPlan, budget: int,
+        stops: Sequence[str], sampling: dict,
+    ) -> Generation:
+        """Write the schema's object: braces, keys, quotes and commas by the engine, each value by the model through
+        its constraint. Choices and one-ofs always run (they cost a few tokens each); the free strings share what
+        is left of `budget` evenly, so a long first string cannot leave a later field unwritten."""
+        if plan.whole is not None:
+            value, used = self._json_value(loaded, prompt, plan.whole, budget, stops, sampling)
+            return Generation(value, prompt_tokens, used, "stop")
+        reply, used = "{", 0
+        free = sum(isinstance(v, _schema_plan.FreeString | _schema_plan.StringList | _constraints.ObjectList)
+                   for _, v in plan.fields)
+        for position, (name, constraint) in enumerate(plan.fields):
+            reply += ("" if position == 0 else ", ") + json.dumps(name, ensure_ascii=False) + ": "
+            share = budget - used
+            if isinstance(constraint, _schema_plan.FreeString | _schema_plan.StringList | _constraints.ObjectList):
+                share = max(0, (budget - used) // max(1, free))
+                free -= 1
+            value, spent = self._json_value(loaded, prompt + reply, constraint, share, stops, sampling)
+            reply += value
+            used += spent
+        reply += "}"
+        return Generation(reply, prompt_tokens, used, "length" if used >= budget else "stop")
+
+    def _json_value(
+        self, loaded: LoadedModel, text: str, constraint: _schema_plan.Value, budget: int, stops: Sequence[str],
+        sampling: dict,
+    ) -> tuple[str, int]:
+        """One property's value as JSON text, written after `text`, and the tokens the model decoded for it."""
+        tokenizer = loaded.tokenizer
+        if isinstance(constraint, _constraints.Choice):
+            value = self._choice(loaded, text, constraint, sampling)
+            return value, len(tokenizer(value, add_special_tokens=False)["input_ids"])
+        if isinstance(constraint, _constraints.OneOf):
+            bodies = [_constraints.json_string_body(o) for o in constraint.options]
+            index, spent = self._choose(loaded, text + '"', _constraints.TokenTrie.of_texts(tokenizer, bodies),
+                                        loaded.tokens_starting_with('"'), sampling)
+            return '"' + bodies[index or 0] + '"', spent
+        if isinstance(constraint, _constraints.ObjectList):
+            if constraint.limit == 0 or budget <= 0:
+                return "[]", 0
+            value = self._object_list(loaded, text, constraint, budget, stops, sampling)
+            return value, len(tokenizer(value, add_special_tokens=False)["input_ids"])
+        if isinstance(constraint, _schema_plan.StringList):
+            return self._json_strings(loaded, text, constraint.limit, budget, stops, sampling)
+        return self._json_string(loaded, text + '"', budget, stops, sampling)
+
+    def _json_string(
+        self, loaded: LoadedModel, text: str, budget: int, stops: Sequence[str], sampling: dict
+    ) -> tuple[str, int]:
+        """`"..."`: the model's text after the opening quote in `text`, up to a quote or a newline, escaped."""
+        if budget <= 0:
+            return '""', 0
+        string_stops = ['"', "\n", *stops]
+        raw = (self._raw(loaded, text, budget, string_stops, sampling) if self.legacy
+               else self._continue(loaded, text, budget, string_stops, sampling))
+        return '"' + _constraints.json_string_body(raw.text.strip()) + '"', raw.new_tokens
+
+    def _json_strings(
+        self, loaded: LoadedModel, text: str, limit: int, budget: int, stops: Sequence[str], sampling: dict
+    ) -> tuple[str, int]:
+        """`["...", ...]`: one to `limit` strings by the model; after each the model chooses to close or go on."""
+        if limit == 0 or budget <= 0:
+            return "[]", 0
+        separators = _constraints.TokenTrie.of_texts(loaded.tokenizer, ['"]', '", "'])
+        value, spent = "[", 0
+        for count in range(1, limit + 1):
+            string, used = self._json_string(loaded, text + value + '"', max(1, budget - spent), stops, sampling)
+            value += string[:-1]  # left open: the separator the model chooses closes it
+            spent += used
+            if count == limit or spent >= budget:
+                break
+            more, used = self._choose(loaded, text + value, separators, [], sampling)
+            spent += used
+            if more != 1:
+                break
+            value += '", '
+        return value + '"]', spent
 
     # -- constrained values (inference/constraints.py) --------------------------------------------------
 

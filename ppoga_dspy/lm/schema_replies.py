@@ -12,12 +12,13 @@ request carries the schema and the reply obeys it:
 | Ollama | `format: schema` |
 | llama.cpp server | `json_schema: schema` |
 
-The engine answers first (the embedded engine with its own decode-time constraints, which keep a choice
-among the prompt's candidates); `conform` then writes its answer as the schema's object: the reply is
-read as JSON or as `[[ ## field ## ]]` sections, an `enum` array keeps only members (an exact or a
-same-name match, no repeats), an `enum` string is the member it names (else the first: a schema's
-reply has no "none of these"), and missing fields get their empty value. So a choice in the reply is
-always one of the request's candidates, whatever the engine wrote.
+An engine that can decode under the schema (the embedded engine: `EmbeddedEngine.complete_structured`, for
+the shapes of `inference/schema_plan.py`) answers so by construction, and its reply is sent as it is. For any
+other engine or shape the engine answers freely and `conform` is the fallback: it writes that answer as the
+schema's object. The reply is read as JSON or as `[[ ## field ## ]]` sections, an `enum` array keeps only
+members (an exact or a same-name match, no repeats), an `enum` string is the member it names (else the
+first: a schema's reply has no "none of these"), and missing fields get their empty value. So a choice in
+the reply is always one of the request's candidates, whatever the engine wrote.
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@
 process's `make_lm("openai/NAME@http://127.0.0.1:PORT/v1")`, use the embedded model, and it lets tests
 prove that a program really talks to the server its spec names (the handle counts requests and tokens).
 A request that asks for structured output (OpenAI `response_format`, vLLM `guided_json`/`guided_choice`,
-Ollama `format`, llama.cpp `json_schema`) gets a reply that obeys its schema (`lm/schema_replies.py`).
+Ollama `format`, llama.cpp `json_schema`) gets a reply that obeys its schema. An engine that can decode under
+the schema (`complete_structured`: the embedded engine, for the shapes its constraints cover) writes it so by
+construction ("constrained"); any other engine or schema shape is answered freely and the reply conformed
+after the fact (`lm/schema_replies.py`, "conformed"). The path taken is in the response header
+`X-PPoGA-Structured` and counted in `ServerStats.structured_paths`.
 
     python -m ppoga_dspy.lm.server --lm local/embedded --port 8000     # serve until Ctrl-C
 
@@ -35,6 +39,8 @@ from ppoga_dspy.lm.wire import openai_to_request, response_to_openai
 logger = logging.getLogger(__name__)
 
 _MAX_BODY = 32 * 1024 * 1024
+#: Response header naming how a structured-output request was answered: "constrained" or "conformed".
+STRUCTURED_HEADER = "X-PPoGA-Structured"
 
 
 class _LMBackend:
@@ -43,20 +49,34 @@ class _LMBackend:
     def __init__(self, lm: Any) -> None:
         self.lm = lm
 
-    def complete(self, request: Any) -> Any:
-        from dspy.lm15 import Config, Message, Response, Usage
+    def _filled(self, config: Any) -> Any:
+        """The request's settings, with the LM's own temperature / max_tokens where the client sent none."""
+        from dspy.lm15 import Config
 
-        engine = self.lm.engine
         defaults = self.lm.kwargs
-        config = request.config
-        # The LM's own temperature / max_tokens apply when the client sent none.
-        filled = Config(
+        return Config(
             max_tokens=config.max_tokens or defaults.get("max_tokens"),
             temperature=config.temperature if config.temperature is not None else defaults.get("temperature"),
             top_p=config.top_p,
             stop=config.stop,
             seed=config.seed,
         )
+
+    def complete_structured(self, request: Any, schema: dict[str, Any]) -> Any | None:
+        """The LM's engine's reply under `schema` where the engine can constrain it (else None: conform after)."""
+        from dataclasses import replace
+
+        engine = self.lm.engine
+        method = None if isinstance(engine, str) else getattr(engine, "complete_structured", None)
+        if not callable(method):
+            return None
+        return method(replace(request, config=self._filled(request.config)), schema)
+
+    def complete(self, request: Any) -> Any:
+        from dspy.lm15 import Message, Response, Usage
+
+        engine = self.lm.engine
+        filled = self._filled(request.config)
         if not isinstance(engine, str):  # a custom engine: call it directly (no DSPy cache in between)
             from dataclasses import replace
 
@@ -112,6 +132,8 @@ class ServerStats:
     usage: Counter = field(default_factory=Counter)  # prompt_tokens, completion_tokens, summed over requests
     errors: int = 0
     structured: Counter = field(default_factory=Counter)  # requests that carried a schema, by wire form
+    # (wire form, "constrained" | "conformed"): decoded under the schema by the engine, or conformed afterwards
+    structured_paths: Counter = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -131,9 +153,10 @@ class ServerStats:
             self.by_model[model] += 1
             self.usage.update({k: usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens")})
 
-    def record_structured(self, form: str) -> None:
+    def record_structured(self, form: str, path: str) -> None:
         with self.lock:
             self.structured[form] += 1
+            self.structured_paths[(form, path)] += 1
 
     def record_error(self) -> None:
         with self.lock:
@@ -189,11 +212,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
         logger.debug("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+    def _send(self, status: HTTPStatus, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -254,9 +279,16 @@ class _Handler(BaseHTTPRequestHandler):
         from dspy.lm15 import ContextLengthError, LM15Error
 
         model = str(payload.get("model") or self.server.model_name)  # type: ignore[attr-defined]
+        engine = self.server.engine  # type: ignore[attr-defined]
+        wanted = requested_schema(payload)  # structured outputs, in any wire form (lm/schema_replies.py)
         try:
             request = openai_to_request(payload)
-            response = self.server.engine.complete(request)  # type: ignore[attr-defined]
+            response = None
+            if wanted is not None and callable(getattr(engine, "complete_structured", None)):
+                response = engine.complete_structured(request, wanted[1])  # None: a shape it cannot constrain
+            path = "constrained" if response is not None else "conformed"
+            if response is None:
+                response = engine.complete(request)
         except LMConfigError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc), "invalid_request_error")
             return
@@ -271,14 +303,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"engine error: {exc}", "server_error")
             return
         body = response_to_openai(response, model=model)
-        wanted = requested_schema(payload)  # structured outputs, in any wire form (lm/schema_replies.py)
+        headers = {}
         if wanted is not None:
             form, schema = wanted
             message = body["choices"][0]["message"]
-            message["content"] = conform(message.get("content") or "", form, schema)
-            self.server.stats.record_structured(form)  # type: ignore[attr-defined]
+            text = message.get("content") or ""
+            if path == "conformed":
+                message["content"] = conform(text, form, schema)
+            elif form == "vllm-choice":  # guided_choice answers the bare member; the engine wrote a JSON string
+                message["content"] = str(json.loads(text))
+            headers[STRUCTURED_HEADER] = path
+            self.server.stats.record_structured(form, path)  # type: ignore[attr-defined]
         self.server.stats.record(model, body["usage"])  # type: ignore[attr-defined]
-        self._send(HTTPStatus.OK, body)
+        self._send(HTTPStatus.OK, body, headers)
 
 
 def serve_lm(

@@ -9,7 +9,8 @@ of the k training questions nearest to the current one, see `knn.py`). The metri
 Each optimizer gets its own LMs and budget: MIPROv2's `prompt_lm` writes instructions, GEPA's
 `reflection_lm` reflects on feedback (neither falls back to a scripted planner, which cannot);
 `auto` (light/medium/heavy), `trials` (MIPROv2) and `max_metric_calls` (GEPA) bound the work, and
-GEPA's `log_dir` makes a long compile resumable. Optimizers that select (random search, MIPROv2,
+`log_dir` makes a long compile resumable: GEPA's run folder, or MIPROv2's kept trial scores
+(`mipro_resume.py`). Optimizers that select (random search, MIPROv2,
 GEPA) select on `selectset`, never on the split the scores are reported on (`devset`); without
 one, the last third of the training split is held out for selection.
 """
@@ -46,6 +47,7 @@ class CompileResult:
     dev_after: dict[str, Any]
     changed_predictors: list[str] = field(default_factory=list)
     selected_on: int = 0  # questions the optimizer selected on (held apart from the scored dev questions)
+    resumed: dict[str, Any] | None = None  # MIPROv2 with a run folder: evaluations answered from it / run
 
     @property
     def scores(self) -> dict[str, Any]:
@@ -132,13 +134,16 @@ def compile_program(
     log_dir: str | None = None,
     k: int = 3,
     teacher_name: str = "",
+    provenance: dict[str, Any] | None = None,
 ) -> CompileResult:
     """Compile `program` (its role LMs are the student's) on trainset; score devset before and after.
 
     `selectset`: the questions random search, MIPROv2 and GEPA select on (None: held out of trainset,
     `held_out_for_selection`). `prompt_lm` (MIPROv2) and `reflection_lm` (GEPA) default to the teacher,
     else the student. Budgets: `auto`, or `trials` (MIPROv2, with `num_candidates`), or
-    `max_metric_calls` (GEPA). Any LM argument may be a model string.
+    `max_metric_calls` (GEPA). Any LM argument may be a model string. With `log_dir`, MIPROv2 keeps each
+    trial's score there and a rerun skips the finished trials; `provenance` (what the run is for) is checked
+    against the folder's record before any work, and a mismatch refused.
     """
     from ppoga_dspy.lm import as_lm
 
@@ -152,6 +157,13 @@ def compile_program(
     teacher = _with_lm(program, teacher_lm) if teacher_lm is not None else None
     if optimizer == "finetune":
         raise ConfigError("--optimizer finetune trains a LoRA adapter: use ppoga_dspy.optimizers.finetune")
+    store = None
+    if optimizer == "mipro" and log_dir:
+        from pathlib import Path
+
+        from ppoga_dspy.optimizers.mipro_resume import ScoreStore
+
+        store = ScoreStore(Path(log_dir), provenance)  # refuses another run's folder before anything is scored
     selected: list = []
     if optimizer in SELECTING:
         if selectset is None:
@@ -166,7 +178,7 @@ def compile_program(
                                    teacher_name=teacher_name)
         else:
             budget = Budget(auto=auto, trials=trials, max_metric_calls=max_metric_calls, log_dir=log_dir,
-                            num_candidates=num_candidates)
+                            num_candidates=num_candidates, scores=store)
             compiled = _guarded_run(program, teacher, optimizer, trainset, selected, writer or teacher_lm or student_lm,
                                     max_demos=max_demos, threads=threads, seed=seed, budget=budget)
     compiled.role_lms = dict(program.role_lms)  # optimizers rebuild copies; the roles stay as configured
@@ -174,7 +186,8 @@ def compile_program(
     after = score_program(compiled, devset, threads=threads) if devset else {}
     changed = changed_predictors(program, compiled)
     return CompileResult(program=compiled, optimizer=optimizer, dev_before=before, dev_after=after,
-                         changed_predictors=changed, selected_on=len(selected))
+                         changed_predictors=changed, selected_on=len(selected),
+                         resumed=store.summary() if store is not None else None)
 
 
 @dataclass
@@ -184,8 +197,9 @@ class Budget:
     auto: str | None = "light"
     trials: int | None = None  # MIPROv2: trials (with num_candidates); overrides auto
     max_metric_calls: int | None = None  # GEPA: metric calls in all; overrides auto
-    log_dir: str | None = None  # GEPA: its run directory (a rerun resumes from it); MIPROv2: candidate programs
+    log_dir: str | None = None  # GEPA: its run directory; MIPROv2: candidate programs and kept scores (both resume)
     num_candidates: int = 4
+    scores: Any = None  # MIPROv2: the ScoreStore of log_dir (mipro_resume.py)
 
 
 def _guarded_run(program, teacher, optimizer, trainset, selectset, writer, **options):
@@ -212,12 +226,15 @@ def _run_optimizer(program, teacher, optimizer, trainset, selectset, writer, *, 
         )
         return tp.compile(program, teacher=teacher, trainset=trainset, valset=selectset)
     if optimizer == "mipro":
+        from ppoga_dspy.optimizers.mipro_resume import ResumableMIPROv2
+
         explicit = budget.trials is not None
-        tp = dspy.MIPROv2(metric=dspy_metric, prompt_model=writer, task_model=program.role_lms.get("planner"),
-                          max_bootstrapped_demos=max_demos, max_labeled_demos=0,
-                          auto=None if explicit else budget.auto,
-                          num_candidates=budget.num_candidates if explicit else None, num_threads=threads,
-                          seed=seed, max_errors=len(trainset) + 1, log_dir=budget.log_dir)
+        options = dict(metric=dspy_metric, prompt_model=writer, task_model=program.role_lms.get("planner"),
+                       max_bootstrapped_demos=max_demos, max_labeled_demos=0, auto=None if explicit else budget.auto,
+                       num_candidates=budget.num_candidates if explicit else None, num_threads=threads, seed=seed,
+                       max_errors=len(trainset) + 1, log_dir=budget.log_dir)
+        # with a run folder, each trial's score is kept there and a rerun skips the finished trials
+        tp = dspy.MIPROv2(**options) if budget.scores is None else ResumableMIPROv2(**options, store=budget.scores)
         return tp.compile(program, trainset=trainset, teacher=teacher, valset=selectset,
                           num_trials=budget.trials if explicit else None, minibatch=len(selectset) > 35)
     limit = {"max_metric_calls": budget.max_metric_calls} if budget.max_metric_calls else {"auto": budget.auto}

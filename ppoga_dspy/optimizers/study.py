@@ -198,9 +198,33 @@ def check_study_provenance(study: Any, provenance: dict[str, Any] | None, *, whe
         if not study.trials:
             study.set_user_attr(PROVENANCE_ATTR, provenance)
         return
-    for key, wanted in provenance.items():
+    conflict = provenance_conflict(recorded, provenance)
+    if conflict is not None:
+        key, found, wanted = conflict
+        raise StudyMismatch(f"study {study.study_name!r} in {where} was made with {key} {found!r}, and this run "
+                            f"uses {key} {wanted!r}; resume it with the same flags, or start another study "
+                            "with --study NAME or --storage")
+
+
+def provenance_conflict(recorded: dict[str, Any], wanted: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """(key, recorded value, wanted value) of the first key the two record differently, else None.
+
+    A key either side leaves out (or records as None) is no conflict: a record made before the key
+    existed resumes as it is. Every resumable piece of work (a tuning study, MIPROv2's kept scores)
+    decides "same work?" by this one rule.
+    """
+    for key, value in wanted.items():
         found = recorded.get(key)
-        if found is not None and wanted is not None and str(found) != str(wanted):
-            raise StudyMismatch(f"study {study.study_name!r} in {where} was made with {key} {found!r}, and this run "
-                                f"uses {key} {wanted!r}; resume it with the same flags, or start another study "
-                                "with --study NAME or --storage")
+        if found is not None and value is not None and str(found) != str(value):
+            return key, found, value
+    return None
+
+
+def questions_digest(examples: list) -> str:
+    """`N:HASH` of the questions' ids, in any order: the same questions give the same digest."""
+    import hashlib
+
+    from ppoga_dspy.experiments.evaluate import example_id
+
+    ids = "\n".join(sorted(str(example_id(e)) for e in examples))
+    return f"{len(examples)}:{hashlib.sha256(ids.encode()).hexdigest()[:12]}"

@@ -148,13 +148,9 @@ def open_study(storage: str, *, study_name: str, seed: int, trials: int, base: T
 
 def tune_provenance(*, lm: str, dataset: str | None, split: str | None, seed: int, examples: list) -> dict[str, Any]:
     """What a study tunes for: the LM, the dataset and split, the seed, and a digest of the questions' ids."""
-    import hashlib
+    from ppoga_dspy.optimizers.study import questions_digest
 
-    from ppoga_dspy.experiments.evaluate import example_id
-
-    ids = "\n".join(sorted(str(example_id(e)) for e in examples))
-    return {"lm": lm, "dataset": dataset, "split": split, "seed": seed,
-            "questions": f"{len(examples)}:{hashlib.sha256(ids.encode()).hexdigest()[:12]}"}
+    return {"lm": lm, "dataset": dataset, "split": split, "seed": seed, "questions": questions_digest(examples)}
 
 
 def savings_at_equal_accuracy(study: Any, tolerance: float = EQUAL_HITS) -> dict[str, Any] | None:

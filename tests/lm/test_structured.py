@@ -1,7 +1,8 @@
 """Structured outputs on every backend, end to end over loopback HTTP: the request carries the call's schema in the
 backend's wire form (OpenAI `response_format`, vLLM `guided_json`, Ollama `format`, llama.cpp `json_schema`), the
-project's server makes the reply obey it, and a served model that answers off the menu when unconstrained names
-0 non-candidates when constrained."""
+project's server makes the reply obey it (here by conforming a scripted engine's free reply; the embedded engine
+decodes under the schema, test_structured_embedded.py), and a served model that answers off the menu when
+unconstrained names 0 non-candidates when constrained."""
 
 from __future__ import annotations
 
@@ -113,5 +114,7 @@ def test_constrained_over_http_names_only_candidates(provider, structured, form,
                                tmp_path / "constrained.jsonl")
         assert lm.structured_form == form
         assert server.stats.structured[form] >= constrained["choice_calls"] > 0  # every call carried its schema
+        # a scripted engine cannot decode under a schema: its free replies were conformed (lm/schema_replies.py)
+        assert set(server.stats.structured_paths) == {(form, "conformed")}
         assert constrained["non_candidate_choices"] == 0
         assert constrained["hits@1"] >= free["hits@1"]
