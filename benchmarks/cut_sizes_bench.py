@@ -411,7 +411,7 @@ def _needs(known: dict[str, Any], example: Any) -> dict[str, Any]:
 def evidence_table(needs: dict[str, list[dict[str, Any]]], budgets: tuple[int, ...]) -> str:
     head = ("| rows | n | gold chain walked | tokens for a whole gold chain: max / p99 / mean | for every gold answer "
             "reached: max / p99 / mean | " + " | ".join(f"held at {b}" for b in budgets) + " |")
-    lines = [head, "|" + "---|" * (len(budgets) + 4)]
+    lines = [head, "|" + "---|" * (len(budgets) + 5)]
     for row, items in needs.items():
         walked = [i for i in items if i["chain"] is not None]
         if not walked:
