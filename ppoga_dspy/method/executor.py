@@ -201,10 +201,10 @@ class Executor(dspy.Module):
         candidates: list[Candidate] = []
         for entity in frontier[: th.frontier_limit]:
             arrived_by = (chains.get(entity.id) or [None])[-1]
-            relations = self._candidate_relations(run, entity, observation, step, arrived_by)
-            if not relations:
+            menu = self.relation_menu(run, entity, query, step=step, arrived_by=arrived_by, observation=observation)
+            if menu is None:
                 continue
-            for relation in self._choose_relations(run, question, objective, entity, relations, query):
+            for relation in self._choose_relations(run, question, objective, menu):
                 group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))
                 candidates.extend(self._pruned(run, entity, relation, group, query, prune))
         return candidates
@@ -218,9 +218,9 @@ class Executor(dspy.Module):
         menus = []
         for entity in frontier[: th.frontier_limit]:
             arrived_by = (chains.get(entity.id) or [None])[-1]
-            relations = self._candidate_relations(run, entity, observation, step, arrived_by)
-            if relations:
-                menus.append(self._menu(run, entity, relations, query))
+            menu = self.relation_menu(run, entity, query, step=step, arrived_by=arrived_by, observation=observation)
+            if menu is not None:
+                menus.append(menu)
         pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus)
         candidates: list[Candidate] = []
         for entity, relation in pairs:
@@ -342,12 +342,20 @@ class Executor(dspy.Module):
             run.note("path_correction.excluded", entity=entity.id, excluded=len(relations) - len(kept))
         return kept
 
-    def _choose_relations(
-        self, run: QuestionRun, question: str, objective: str, entity: Entity, relations: list[Relation], query: str
-    ) -> list[Relation]:
+    def relation_menu(
+        self, run: QuestionRun, entity: Entity, query: str, *, step: int = 0, arrived_by: Triple | None = None,
+        observation: Observation | None = None,
+    ) -> Menu | None:
+        """The relations the model is shown at `entity` in either stage mode (None: it has none): its relations
+        less the way home and this step's failed paths, ranked by similarity to `query` (question + step), the
+        best `relation_candidates` kept. One function, so what measures the menu's width
+        (benchmarks/cut_sizes_bench.py) measures the menu the program shows."""
+        relations = self._candidate_relations(run, entity, observation or Observation(), step, arrived_by)
+        return self._menu(run, entity, relations, query) if relations else None
+
+    def _choose_relations(self, run: QuestionRun, question: str, objective: str, menu: Menu) -> list[Relation]:
         th = run.thresholds
-        menu = self._menu(run, entity, relations, query)
-        shown = menu.shown
+        entity, shown = menu.entity, menu.shown
         gated = settled(run, menu, Stage.SELECT_RELATIONS)  # one candidate, or a decisive margin
         if gated is not None:
             return gated

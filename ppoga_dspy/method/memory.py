@@ -162,7 +162,19 @@ class KnowledgeMemory:
         line, `(Germany, plays_for_country_inverse, Sejad_SALIHOVIC; Admir_MEHMEDI)`, and the budget counts
         what that line costs (see `FactGroups`).
         """
-        groups = FactGroups()
+        return self._within(budget_tokens, current, shown, rest)[0].lines()
+
+    def held(
+        self, budget_tokens: int, current: list[Triple] | None = None, shown: Iterable[Triple] = (), rest: bool = True,
+    ) -> list[Triple]:
+        """The facts `evidence` keeps within the budget, in its order: what tells whether a chain fits a budget
+        (benchmarks/cut_sizes_bench.py sizes `evidence_tokens` with it)."""
+        return self._within(budget_tokens, current, shown, rest)[1]
+
+    def _within(
+        self, budget_tokens: int, current: list[Triple] | None, shown: Iterable[Triple], rest: bool,
+    ) -> tuple[FactGroups, list[Triple]]:
+        groups, kept = FactGroups(), []
         seen = {t.text() for t in shown}
         used = 0
         for triple in self._ranked_facts(current or [], rest=rest):
@@ -174,8 +186,9 @@ class KnowledgeMemory:
                 break
             seen.add(text)
             groups.add(triple)
+            kept.append(triple)
             used += cost
-        return groups.lines()
+        return groups, kept
 
     def _ranked_facts(self, current: list[Triple], *, rest: bool = True):
         for chain in self.reasoning_chains:

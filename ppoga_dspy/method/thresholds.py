@@ -35,9 +35,10 @@ class Thresholds(BaseModel):
     """relations the Executor may follow per step"""
     entities_per_step: int = Field(3, ge=1, le=50)
     """entities kept as the next frontier per step"""
-    relation_candidates: int = Field(25, ge=1, le=500)
+    relation_candidates: int = Field(10, ge=1, le=500)
     """relations per frontier entity shown to the model (relations_per_entity), ranked by similarity to
-    question + step; the rest are noted in the trace"""
+    question + step; the rest are noted in the trace. 10: the smallest width whose first relations held a gold
+    relation in every menu measured on dev questions, ranked by the question alone (benchmarks/cut_sizes_bench.py)"""
     neighbor_limit: int = Field(5000, ge=1, le=100_000)
     """neighbours fetched and ranked per (entity, relation): the size budget of ranking a hub's whole group
     (pruning then keeps `prune_threshold`); a group larger than this, or than the 10,000 one KG query returns,
@@ -46,9 +47,10 @@ class Thresholds(BaseModel):
     """frontier entities whose relations are explored per step"""
     evidence_limit: int = Field(40, ge=1, le=1000)
     """facts one step's observation keeps, selected first"""
-    evidence_tokens: int = Field(800, ge=50, le=100_000)
+    evidence_tokens: int = Field(500, ge=50, le=100_000)
     """token budget of the evidence the Planner reads: reasoning chains first, then the step's selected facts,
-    then other observed facts (PoG keeps its memory to the same order)"""
+    then other observed facts (PoG keeps its memory to the same order). 500: it held every gold chain, and named
+    every gold answer reached, of the 3-hop and mediator walks measured (benchmarks/cut_sizes_bench.py)"""
     gate_margin: float | None = Field(None, ge=0.0, le=2.0)
     """gated choices: no LM call when the best candidate's embedding similarity beats the second's by more than
     this (the best is taken); None: never gate on the margin (a single candidate never needs a call)"""
