@@ -337,10 +337,27 @@ class Executor(dspy.Module):
                 relations = [r for r in relations if r not in paired]
                 run.note("way_back.excluded", entity=entity.id, origin=origin.id,
                          relations=sorted(relation_key(r) for r in paired))
+            back = _way_back(entity, arrived_by)
+            if back in relations and len(relations) > 1 and self._leads_only_home(run, entity, back):
+                relations = [r for r in relations if r != back]
+                run.note("way_back.dead_end", entity=entity.id, origin=origin.id, relation=relation_key(back))
         kept = [r for r in relations if not knowledge.is_failed(step, entity.id, r)]
         if len(kept) < len(relations):
             run.note("path_correction.excluded", entity=entity.id, excluded=len(relations) - len(kept))
         return kept
+
+    @staticmethod
+    def _leads_only_home(run: QuestionRun, entity: Entity, back: Relation) -> bool:
+        """The relation the step arrived by reaches nothing but the entity it came from (a spouse's spouse, a
+        child's one parent): offering it would only give the model a choice that can lead nowhere. It stays on
+        the menu where it leads on to siblings (a film's other actors), and where the KG cannot count."""
+        try:
+            count = run.tools.count_neighbors(entity.id, back.id, back.direction)
+        except KGUnavailableError:
+            raise
+        except KGError:
+            return False
+        return count is not None and count <= 1
 
     def relation_menu(
         self, run: QuestionRun, entity: Entity, query: str, *, step: int = 0, arrived_by: Triple | None = None,
@@ -436,6 +453,17 @@ def _intersection(
     if not kept:
         observation.notes.append("No entity satisfies every constraint of this step (the intersection is empty).")
     return kept
+
+
+def _way_back(entity: Entity, arrived_by: Triple | None) -> Relation | None:
+    """The relation the step arrived by, as walked from `entity` back towards where it came from."""
+    if arrived_by is None:
+        return None
+    if arrived_by.tail.id == entity.id:
+        return Relation(arrived_by.relation, Direction.IN)
+    if arrived_by.head.id == entity.id:
+        return Relation(arrived_by.relation, Direction.OUT)
+    return None
 
 
 def _origin(entity: Entity, arrived_by: Triple | None) -> Entity | None:

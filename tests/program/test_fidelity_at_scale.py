@@ -361,3 +361,36 @@ def test_another_fact_back_to_where_the_step_came_from_is_still_a_path(tmp_path)
     finally:
         kg.close()
     assert prediction.answers == ["female"]
+
+
+SPOUSE_NATION = "What is the nationality of Frederica's spouse?"
+
+
+def test_a_way_back_that_reaches_only_home_is_not_offered(tmp_path):
+    """Point 8: the arriving relation stays on the menu where it leads on to siblings, and leaves it where it
+    reaches nothing but the entity the step came from (a spouse's one spouse): offered, it is a choice that can
+    only lead nowhere (a planner that takes it finds nothing and the step fails)."""
+    kg = irn_kg(tmp_path, ["Frederica spouse Ernest", "Ernest nationality United_Kingdom",
+                           "Film_one starred_actors Xavier", "Film_one starred_actors Bella",
+                           "Film_two starred_actors Xavier", "Film_one directed_by Dora"])
+    offered: dict[str, list[str]] = {}
+    gold = {SPOUSE_NATION: {"relations": ["spouse", "nationality"], "entities": ["Ernest", "United_Kingdom"],
+                            "answers": ["United_Kingdom"]}, **CO_ACTORS_GOLD}
+    handlers = gold_path_handlers(gold)
+
+    def select_relations(inputs):
+        offered.setdefault(inputs["entity"], list(inputs["candidates"]))
+        return handlers["SelectRelations"](inputs)
+
+    try:
+        prediction, _ = run(kg, dict(handlers, SelectRelations=select_relations), question=SPOUSE_NATION,
+                            topics={"Frederica": "Frederica"})
+        assert prediction.answers == ["United_Kingdom"]
+        assert "Ernest" not in offered, f"one relation left at Ernest: no choice to make, no call ({offered})"
+        dead = stages(prediction, "way_back.dead_end")
+        assert dead and dead[0]["outputs"]["relation"] == "spouse (reverse)", dead
+        siblings, _ = run(kg, dict(handlers, SelectRelations=select_relations), question=CO_ACTORS,
+                          topics={"Xavier": "Xavier"}, entities_per_step=1)
+        assert not stages(siblings, "way_back.dead_end"), "a way back that reaches co-actors stays offered"
+    finally:
+        kg.close()
