@@ -15,6 +15,7 @@ from ppoga_dspy.experiments import planner_texts as texts
 from ppoga_dspy.experiments.fused_handlers import (
     decompose_predicting,
     fact_lines,
+    next_pairs,
     next_step,
     pairs_by_entity,
     predicted_next,
@@ -81,13 +82,18 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         steps = plan_steps(gold(inputs))
         return {"new_steps" if "new_steps" in inputs.get("_outputs", []) else "steps": steps}
 
-    def select_relations(inputs: dict[str, Any]) -> dict[str, Any]:
+    def relation_choice(inputs: dict[str, Any], peek: bool = False) -> tuple[list[str], bool]:
+        """The step's relation when it is a candidate, else another of the question's (one branch of it), else the
+        best-ranked candidate; and whether the choice read the menu's order (never errs, so `peek` changes nothing)."""
         wanted = FOLLOW.search(str(inputs.get("step", "")))
         candidates = list(inputs.get("candidates") or [])
         if wanted and wanted.group(1) in candidates:
-            return {"relations": [wanted.group(1)]}
+            return [wanted.group(1)], False
         on_path = [c for c in candidates if c in gold(inputs)["relations"]]  # another branch of the question
-        return {"relations": on_path[:1] or candidates[:1]}
+        return on_path[:1] or candidates[:1], len(on_path) != 1
+
+    def select_relations(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"relations": relation_choice(inputs)[0]}
 
     def select_entities(inputs: dict[str, Any]) -> dict[str, Any]:
         names = {n.casefold() for n in gold(inputs)["entities"]}
@@ -124,12 +130,14 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         return {"prediction": texts.prediction(str(inputs.get("step", "")))}
 
     def think_evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
-        """Think's and Evaluate's replies; the next step predicted on proceeding, the answer after the last step
-        (only answers the facts hold: otherwise none, and the program asks Answer as paper mode does)."""
+        """Think's and Evaluate's replies; on proceeding the next step predicted and its relations chosen (as its
+        SelectRelationPairs reply would), the answer after the last step (only answers the facts hold: otherwise
+        none, and the program asks Answer as paper mode does)."""
         judged = {**think(inputs), **evaluate(inputs)}
         proceeding = judged["decision"] == "proceed"
         answers = found(inputs, fact_lines(inputs)) if proceeding and not next_step(inputs) else []
-        return {**judged, "next_prediction": predicted_next(predict, inputs) if proceeding else "", "answers": answers}
+        return {**judged, "next_prediction": predicted_next(predict, inputs) if proceeding else "", "answers": answers,
+                "next_relations": next_pairs(select_relations, inputs) if proceeding else []}
 
     return {
         "Decompose": decompose,
@@ -140,7 +148,7 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
         "Answer": answer,
         "SelectRelations": select_relations,
         "SelectEntities": select_entities,
-        "DecomposePredict": decompose_predicting(decompose, predict),
+        "DecomposePredict": decompose_predicting(decompose, predict, relation_choice),
         "ThinkEvaluate": think_evaluate,
         "SelectRelationPairs": pairs_by_entity(select_relations),
     }

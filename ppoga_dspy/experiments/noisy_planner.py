@@ -18,6 +18,7 @@ from ppoga_dspy.experiments import planner_texts as texts
 from ppoga_dspy.experiments.fused_handlers import (
     decompose_predicting,
     fact_lines,
+    next_pairs,
     next_step,
     pairs_by_entity,
     predicted_next,
@@ -82,22 +83,25 @@ class NoisyPlanner:
     # -- seeded draws ---------------------------------------------------------------------------
 
     def _rng(self, question: str, kind: str, hop: int | None, extra: str = "", *,
-             counted_as: str | None = None) -> random.Random:
+             counted_as: str | None = None, peek: bool = False) -> random.Random:
         """The draw for the n-th time this question's run faces this decision (`counted_as` keeps a
-        separate count under the same seed: Think and Evaluate judge one observation alike)."""
+        separate count under the same seed: Think and Evaluate judge one observation alike); `peek`
+        gives the next draw without facing the decision (the next call without it gives the same)."""
         with self._lock:
             seen = self._seen.setdefault(question, Counter())
             key = (counted_as or kind, hop, extra)
             occurrence = seen[key]
-            seen[key] += 1
+            if not peek:
+                seen[key] += 1
         text = "\x1f".join((str(self.seed), question, kind, str(hop), extra, str(occurrence)))
         return random.Random(int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big"))
 
-    def _errs(self, rng: random.Random, rate: float, kind: str) -> bool:
+    def _errs(self, rng: random.Random, rate: float, kind: str, *, counted: bool = True) -> bool:
         wrong = rng.random() < rate
-        with self._lock:
-            self.stats[kind] += 1
-            self.stats[f"{kind}_wrong"] += int(wrong)
+        if counted:
+            with self._lock:
+                self.stats[kind] += 1
+                self.stats[f"{kind}_wrong"] += int(wrong)
         return wrong
 
     # -- what the planner knows -----------------------------------------------------------------
@@ -192,7 +196,9 @@ class NoisyPlanner:
         steps = plan_steps(self.gold(inputs), tagged=True)
         return {"new_steps" if replanning else "steps": steps}
 
-    def select_relations(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def relation_choice(self, inputs: dict[str, Any], peek: bool = False) -> tuple[list[str], bool]:
+        """The relation chosen for one entity's menu, and whether the choice read the menu's order (a wrong pick
+        among the others, or the oracle's fallback); `peek` draws without facing the decision (nothing counted)."""
         gold = self.gold(inputs)
         hop = self.first_hop(inputs)
         candidates = [str(c) for c in inputs.get("candidates") or []]
@@ -200,12 +206,16 @@ class NoisyPlanner:
         wanted = relation if relation in candidates else f"{relation} (reverse)"
         if relation is None or wanted not in candidates:  # nothing right to choose: pick as the oracle does
             on_path = [c for c in candidates if c in gold["relations"]]
-            return {"relations": on_path[:1] or candidates[:1]}
+            return on_path[:1] or candidates[:1], len(on_path) != 1
         others = [c for c in candidates if c != wanted]
-        rng = self._rng(str(inputs.get("question", "")).strip(), "relation", hop, str(inputs.get("entity", "")))
-        if others and self._errs(rng, self.p, "relation"):
-            return {"relations": [rng.choice(others)]}
-        return {"relations": [wanted]}
+        rng = self._rng(str(inputs.get("question", "")).strip(), "relation", hop, str(inputs.get("entity", "")),
+                        peek=peek)
+        if others and self._errs(rng, self.p, "relation", counted=not peek):
+            return [rng.choice(others)], True
+        return [wanted], False
+
+    def select_relations(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"relations": self.relation_choice(inputs)[0]}
 
     def select_entities(self, inputs: dict[str, Any]) -> dict[str, Any]:
         gold = self.gold(inputs)
@@ -301,15 +311,19 @@ class NoisyPlanner:
 
     def think_evaluate(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Think's and Evaluate's judgements, drawn exactly as the two separate calls draw them (one judge
-        draw per observation, shared through `counted_as`, and the same stats); the next step predicted on
-        proceeding; on finishing, the answers the facts hold (none otherwise: the program then asks Answer)."""
+        draw per observation, shared through `counted_as`, and the same stats); on proceeding the next step
+        predicted and its relations chosen with the draws its SelectRelationPairs call would make (drawn only
+        then: a retry or a replan faces that choice later, as in paper mode); on finishing, the answers the facts
+        hold (none otherwise: the program then asks Answer)."""
         thought = self.think(inputs)
         judged = self.evaluate(inputs)
         decision = judged["decision"]
         finishing = decision == "finish" or (decision == "proceed" and not next_step(inputs))
+        proceeding = decision == "proceed"
         return {"thought": thought["thought"], "missing": thought["missing"], **judged,
-                "next_prediction": predicted_next(self.predict, inputs) if decision == "proceed" else "",
-                "answers": self.found(inputs, fact_lines(inputs)) if finishing else []}
+                "next_prediction": predicted_next(self.predict, inputs) if proceeding else "",
+                "answers": self.found(inputs, fact_lines(inputs)) if finishing else [],
+                "next_relations": next_pairs(self.select_relations, inputs) if proceeding else []}
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -321,7 +335,7 @@ class NoisyPlanner:
             "Answer": self.answer,
             "SelectRelations": self.select_relations,
             "SelectEntities": self.select_entities,
-            "DecomposePredict": decompose_predicting(self.decompose, self.predict),
+            "DecomposePredict": decompose_predicting(self.decompose, self.predict, self.relation_choice),
             "ThinkEvaluate": self.think_evaluate,
             "SelectRelationPairs": pairs_by_entity(self.select_relations),
         }

@@ -40,8 +40,9 @@ SIGNATURE_OUTPUTS: dict[frozenset[str], str] = {
     frozenset({"relations"}): "SelectRelations",
     frozenset({"entities", "rationale"}): "SelectEntities",
     # `--stages fused`
-    frozenset({"steps", "first_prediction"}): "DecomposePredict",
-    frozenset({"thought", "missing", "decision", "reason", "next_prediction", "answers"}): "ThinkEvaluate",
+    frozenset({"steps", "first_prediction", "first_relations"}): "DecomposePredict",
+    frozenset({"thought", "missing", "decision", "reason", "next_prediction", "answers", "next_relations"}):
+        "ThinkEvaluate",
     frozenset({"pairs"}): "SelectRelationPairs",
 }
 

@@ -70,6 +70,7 @@ _FACE: dict[str, tuple[str, ...]] = {
     "loading": ("LoadedModel", "load_embedded", "is_loaded"),
     "decoding": ("DECODER_VERSION",),
     "model_loading": ("building_model",),
+    "constraints": ("is_choice_field",),
 }
 #: Names the face gives under another name than their module's: name -> (module, attribute).
 _RENAMED = {"CONSTRAINT_RULES_VERSION": ("constraints", "RULES_VERSION")}

@@ -221,6 +221,14 @@ def object_list(schema: Any) -> ObjectList | None:
     return ObjectList(names, options=options)
 
 
+def is_choice_field(name: str, type_text: str, description: str) -> bool:
+    """Whether an output field chooses among the prompt's `candidates` input: a `list[str]` named in `CHOICE_FIELDS`
+    or described as copied "from the candidates" (SelectRelationPairs' `pairs`, the fused calls' relations chosen
+    one step ahead). The one rule for every constrained backend (`lm/structured.py` reads it too), so that a call
+    with candidates constrains its choice and leaves its other lists (the fused evaluation's `answers`) free."""
+    return type_text == "list[str]" and (name in CHOICE_FIELDS or "from the candidates" in description)
+
+
 def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
     """Output field -> its constraint, for the fields of this prompt that have one (others are decoded freely)."""
     prompt = read_prompt(chat)
@@ -229,9 +237,7 @@ def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
     evidence = _string_list(prompt.inputs.get("evidence"))
     for name in prompt.outputs:
         type_text = prompt.types.get(name, "str")
-        if type_text == "list[str]" and candidates and (
-            name in CHOICE_FIELDS or "from the candidates" in prompt.descriptions.get(name, "")
-        ):
+        if candidates and is_choice_field(name, type_text, prompt.descriptions.get(name, "")):
             found[name] = Choice(choice_options(candidates))
         elif type_text == "list[str]" and name == ANSWER_FIELD and evidence and (names := evidence_names(evidence)):
             found[name] = Choice(names)

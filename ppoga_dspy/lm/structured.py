@@ -1,11 +1,12 @@
 """The backend's own constrained decoding for a served or hosted model: choices that name real candidates.
 
-The embedded engine constrains its choices at decode time (`lm/constraints.py`). A remote model
+The embedded engine constrains its choices at decode time (`inference/constraints.py`). A remote model
 answered free text that the program salvaged (`method/replies.py`); a backend that can constrain
 its own decoding is now asked to. For each call the program's reply is described as one JSON schema
-(`reply_schema`): every output field of the signature, a choice field (a `list[str]` output of a
-signature with a `candidates` input) as an array whose items are an `enum` of this call's candidates,
-a `Literal` (Evaluate's decision) as an `enum`, objects strict (every property required, no others).
+(`reply_schema`): every output field of the signature, a choice field (an output that chooses among the
+call's `candidates` input, by the embedded engine's own rule `is_choice_field`) as an array whose items are
+an `enum` of this call's candidates, a `Literal` (Evaluate's decision) as an `enum`, objects strict (every
+property required, no others).
 The schema travels in the backend's wire form (`WIRE_FORMS`):
 
 | form | request field | backends |
@@ -100,6 +101,14 @@ def _is_string_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,)
 
 
+def _is_choice(name: str, info: Any) -> bool:
+    """A choice among the call's candidates, by the embedded engine's own rule (`is_choice_field`)."""
+    from ppoga_dspy.inference import is_choice_field
+
+    description = str((info.json_schema_extra or {}).get("desc") or "")
+    return _is_string_list(info.annotation) and is_choice_field(name, "list[str]", description)
+
+
 def reply_schema(signature: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     """The JSON schema of this call's reply: each output field, a choice's items an `enum` of its candidates."""
     import json
@@ -108,7 +117,7 @@ def reply_schema(signature: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     options = list(dict.fromkeys(str(c) for c in candidates)) if isinstance(candidates, list) else None
     properties: dict[str, Any] = {}
     for name, info in signature.output_fields.items():
-        if options is not None and _is_string_list(info.annotation):
+        if options is not None and _is_choice(name, info):
             items: dict[str, Any] = {"type": "string", "enum": options} if options else {"type": "string"}
             properties[name] = {"type": "array", "items": items, **({} if options else {"maxItems": 0})}
         else:

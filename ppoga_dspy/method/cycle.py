@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ppoga_dspy.kg.base import Entity, Triple
 from ppoga_dspy.method.executor import Observation
 from ppoga_dspy.method.memory import PlanStepState, StepCycle
+from ppoga_dspy.method.planner import Menus
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.vocabulary import Decision, StepAction
 
@@ -178,23 +179,39 @@ class StepLoop:
         return self.planner.predict(self.run, self.question, step.objective)
 
     def judge_fused(self, cycle: StepCycle, observation: Observation, attempts: int) -> None:
-        """Think + Evaluate in one call; what it wrote ahead goes to the next step (proceed) or the answer (finish)."""
+        """Think + Evaluate in one call; what it wrote ahead goes to the next step (proceed: its prediction and its
+        relations, chosen from the menus built ahead) or to the answer (finish)."""
         found = not observation.empty
         following = self.plan[self.state.index + 1] if self.state.index + 1 < len(self.plan) else None
         judged = self.planner.think_and_decide(
             self.run, self.question, cycle.objective, cycle.prediction, cycle.observation,
             following.objective if following else "", found_something=found, caps=self.corrections_left(attempts),
+            ahead=self.menus_ahead(following, observation),
         )
         cycle.thought, cycle.missing, cycle.reason = judged.thought, judged.missing, judged.reason
         cycle.decision = applied = self.enforce(judged.decision, attempts, found_something=found)
-        if applied is Decision.PROCEED and following is not None and self.run.thresholds.use_prediction:
-            following.prediction = judged.next_prediction
+        if applied is Decision.PROCEED and following is not None:
+            following.relations = judged.next_relations
+            if self.run.thresholds.use_prediction:
+                following.prediction = judged.next_prediction
         met = judged.decision in (Decision.PROCEED, Decision.FINISH)  # the model judged the evidence complete
         if applied is Decision.FINISH and met and judged.answers:
             self.written = self.planner.accept_answers(self.run, judged)
 
+    def menus_ahead(self, following: PlanStepState | None, observation: Observation) -> Menus:
+        """The next step's relation menus, shown to the fused evaluation so that it can choose there if it proceeds:
+        for an exploring next step, from the frontier proceeding would set. Built before the decision is known, so a
+        decision other than proceed leaves them unused (their KG queries spent)."""
+        if following is None or following.action != StepAction.EXPLORE or not observation.frontier:
+            return Menus()
+        return Menus(tuple(self.executor.menus_ahead(
+            self.run, question=self.question, objective=following.objective, frontier=observation.frontier,
+            chains={**self.walk.chains, **observation.chains}, step=self.state.index + 1)))
+
     def act(self, step: PlanStepState) -> Observation:
-        """The step's action: explore the graph, intersect two branches, or (a memory step) no graph action."""
+        """The step's action: explore the graph, intersect two branches, or (a memory step) no graph action. A
+        relation choice carried from the call before is offered on the first try only (as the prediction is)."""
+        carried, step.relations = (step.relations if step.attempts == 0 else None), None
         if step.action == StepAction.MEMORY:
             return self.recall()
         frontier, within, chains = self.walk.frontier, None, self.walk.chains
@@ -205,7 +222,7 @@ class StepLoop:
         return self.executor.explore(
             self.run, question=self.question, objective=self.exploration_objective(step), frontier=frontier,
             chains=chains, step=self.state.index, intersect=step.action == StepAction.INTERSECT,
-            within=within,
+            within=within, carried=carried,
         )
 
     def recall(self) -> Observation:

@@ -18,10 +18,10 @@ import dspy
 from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError, Relation, Triple
 from ppoga_dspy.method import gating
 from ppoga_dspy.method.choices import match_choices
-from ppoga_dspy.method.memory import OBSERVATION_FACTS, grouped_facts, relation_key
+from ppoga_dspy.method.memory import OBSERVATION_FACTS, CarriedRelations, grouped_facts, relation_key
 from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank, ranked
 from ppoga_dspy.method.question_run import QuestionRun
-from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, settled
+from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, open_menus, settled
 from ppoga_dspy.method.vocabulary import Role, Stage
 from ppoga_dspy.signatures import SelectEntities, SelectRelationPairs, SelectRelations
 
@@ -153,18 +153,20 @@ class Executor(dspy.Module):
         step: int = 0,
         intersect: bool = False,
         within: set[str] | None = None,
+        carried: CarriedRelations | None = None,
     ) -> Observation:
         """One step's action; `step` keys the failed paths this try must avoid (path correction).
 
         `intersect` (a conjunction step) keeps only the entities reached from every frontier entity that
-        reached any, and, with `within`, only those among `within` (the current frontier's ids).
+        reached any, and, with `within`, only those among `within` (the current frontier's ids). `carried`
+        (fused stages) is the relation choice made ahead by the call before, used where it holds.
         """
         query = f"{question} {objective}"  # ranking reads the objective alone; the model also reads what to avoid
         avoid = run.memory.knowledge.avoid_text(step)
         objective = f"{objective} (tried before and failed, avoid: {avoid})" if avoid else objective
         observation = Observation()
         candidates = self._gather(run, question, objective, frontier, query, observation, step, chains,
-                                  prune=not intersect)
+                                  prune=not intersect, carried=carried)
         if intersect and candidates:  # prune after intersecting: a constraint must not lose what pruning cut
             candidates = self._prune(_intersection(run, candidates, within, observation), query,
                                      run.thresholds.prune_threshold)
@@ -188,6 +190,7 @@ class Executor(dspy.Module):
     def _gather(
         self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
         observation: Observation, step: int, chains: dict[str, list[Triple]], *, prune: bool = True,
+        carried: CarriedRelations | None = None,
     ) -> list[Candidate]:
         """Explore relations, let the model choose, fetch the entities they reach, prune each (entity, relation) group.
 
@@ -197,7 +200,7 @@ class Executor(dspy.Module):
         th = run.thresholds
         if run.fused:  # one relation choice for the whole frontier (relation_pairs.py)
             return self._gather_fused(run, question, objective, frontier, query, observation, step, chains,
-                                      prune=prune)
+                                      prune=prune, carried=carried)
         candidates: list[Candidate] = []
         for entity in frontier[: th.frontier_limit]:
             arrived_by = (chains.get(entity.id) or [None])[-1]
@@ -212,21 +215,43 @@ class Executor(dspy.Module):
     def _gather_fused(
         self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
         observation: Observation, step: int, chains: dict[str, list[Triple]], *, prune: bool = True,
+        carried: CarriedRelations | None = None,
     ) -> list[Candidate]:
-        """`_gather` with one `SelectRelationPairs` call for every frontier entity left open by the rules."""
-        th = run.thresholds
-        menus = []
-        for entity in frontier[: th.frontier_limit]:
-            arrived_by = (chains.get(entity.id) or [None])[-1]
-            menu = self.relation_menu(run, entity, query, step=step, arrived_by=arrived_by, observation=observation)
-            if menu is not None:
-                menus.append(menu)
-        pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus)
+        """`_gather` with one `SelectRelationPairs` call for every frontier entity left open by the rules (none
+        when a valid choice was carried from the call before)."""
+        menus = self._menus(run, frontier, chains, query, observation, step)
+        pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus,
+                             carried=carried)
         candidates: list[Candidate] = []
         for entity, relation in pairs:
             group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))
             candidates.extend(self._pruned(run, entity, relation, group, query, prune))
         return candidates
+
+    def _menus(self, run: QuestionRun, frontier: list[Entity], chains: dict[str, list[Triple]], query: str,
+               observation: Observation, step: int) -> list[Menu]:
+        """The relation menu of each frontier entity (within `frontier_limit`) that has relations left."""
+        menus = []
+        for entity in frontier[: run.thresholds.frontier_limit]:
+            arrived_by = (chains.get(entity.id) or [None])[-1]
+            menu = self.relation_menu(run, entity, query, step=step, arrived_by=arrived_by, observation=observation)
+            if menu is not None:
+                menus.append(menu)
+        return menus
+
+    def menus_ahead(self, run: QuestionRun, *, question: str, objective: str, frontier: list[Entity],
+                    chains: dict[str, list[Triple]], step: int) -> list[Menu]:
+        """`--stages fused`: the menus step `step` would put to SelectRelationPairs from `frontier`, built one call
+        early so that the call before it can choose there (relation_pairs.py). The same menu code, ranking and
+        width as `explore`; its KG queries are made and counted (again when the step runs), its notes are not
+        written (the step writes its own). An empty `objective` (the plan is not written yet) ranks by the
+        question alone."""
+        query = f"{question} {objective}" if objective else question
+        with run.muted():
+            menus = open_menus(run, self._menus(run, frontier, chains, query, Observation(), step))
+        run.note("relations.ahead", step=step, entities=[m.entity.id for m in menus],
+                 candidates=sum(len(m.shown) for m in menus))
+        return menus
 
     def _pruned(self, run: QuestionRun, entity: Entity, relation: Relation, group: list[Candidate], query: str,
                 prune: bool) -> list[Candidate]:

@@ -19,10 +19,15 @@ def only_one(run: QuestionRun, stage: Stage, chosen: str, **where: str) -> None:
     run.note(f"{stage}.gated", reason="one candidate", chosen=chosen, **where)
 
 
+def beats_margin(run: QuestionRun, scores: list[float]) -> bool:
+    """Whether the ranking (`scores` best first) leads by more than `gate_margin` (nothing recorded)."""
+    margin = run.thresholds.gate_margin
+    return margin is not None and len(scores) >= 2 and scores[0] - scores[1] > margin
+
+
 def decisive(run: QuestionRun, stage: Stage, scores: list[float], chosen: str, **where: str) -> bool:
     """Whether the ranking (`scores` best first) settles the choice by `gate_margin`; recorded when it does."""
-    margin = run.thresholds.gate_margin
-    if margin is None or len(scores) < 2 or scores[0] - scores[1] <= margin:
+    if not beats_margin(run, scores):
         return False
     run.costs.add_gated(stage)
     run.note(f"{stage}.gated", reason="margin", chosen=chosen, margin=round(scores[0] - scores[1], 4), **where)

@@ -20,6 +20,18 @@ from ppoga_dspy.kg.base import Direction, Entity, Relation, Triple
 
 
 @dataclass
+class CarriedRelations:
+    """`--stages fused`: the relations a step follows, chosen ahead by the call before it (DecomposePredict for the
+    first step, the ThinkEvaluate that proceeded here for the others) from the menus it was shown.
+
+    `pairs` are the model's "entity: relation" lines as written; `entities` the ids of the entities whose menus
+    it saw (the Executor uses the choice only if every entity it would ask about was among them)."""
+
+    pairs: list[str] = field(default_factory=list)
+    entities: list[str] = field(default_factory=list)
+
+
+@dataclass
 class PlanStepState:
     """A plan step and where it stands."""
 
@@ -31,6 +43,7 @@ class PlanStepState:
     missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
     prediction: str = ""  # `--stages fused`: predicted ahead (by Decompose, or the evaluation that proceeded here)
     action: str = "explore"  # a StepAction value: explore, intersect (a conjunction) or memory (no graph action)
+    relations: CarriedRelations | None = None  # `--stages fused`: chosen ahead, used on the first try only
 
     def text(self) -> str:
         expected = f" (expect: {self.expected_outcome})" if self.expected_outcome else ""

@@ -9,13 +9,15 @@ itself lives in `program.py`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dspy
 
 from ppoga_dspy.method.choices import same_name
-from ppoga_dspy.method.memory import OBSERVATION_FACTS, PlanStepState
+from ppoga_dspy.method.memory import OBSERVATION_FACTS, CarriedRelations, PlanStepState
 from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.relation_pairs import Menu, menu_lines
 from ppoga_dspy.method.vocabulary import Decision, Role, Stage, StepAction
 from ppoga_dspy.signatures import (
     Answer,
@@ -119,6 +121,26 @@ class Judgement:
     next_prediction: str = ""
     answers: list[str] = field(default_factory=list)
     salvaged: bool = False
+    next_relations: CarriedRelations | None = None  # the next step's relations, chosen from the menus shown ahead
+
+
+@dataclass(frozen=True)
+class Menus:
+    """The relation menus a fused call is shown one step ahead (`Executor.menus_ahead`), as its `candidates`."""
+
+    menus: tuple[Menu, ...] = ()
+
+    @property
+    def lines(self) -> list[str]:
+        return menu_lines(list(self.menus))
+
+    def carry(self, reply: object) -> CarriedRelations | None:
+        """What the reply chose from these menus, to be checked where the step runs; None when no menu was shown or
+        the reply chose nothing (the step then asks SelectRelationPairs)."""
+        pairs = answer_list(reply)
+        if not self.menus or not pairs:
+            return None
+        return CarriedRelations(pairs=pairs, entities=[m.entity.id for m in self.menus])
 
 
 class Planner(dspy.Module):
@@ -137,17 +159,25 @@ class Planner(dspy.Module):
     def forward(self, **kwargs):  # pragma: no cover - the program calls the methods below
         raise NotImplementedError("Planner is driven by PPoGA")
 
-    def make_plan(self, run: QuestionRun, question: str, topics: list[str]) -> list[PlanStepState]:
-        """The plan; in fused mode (prediction on) its first step carries the prediction made in the same call."""
+    def make_plan(self, run: QuestionRun, question: str, topics: list[str],
+                  menus: Callable[[], Menus] | None = None) -> list[PlanStepState]:
+        """The plan; in fused mode (prediction on) its first step carries the prediction made in the same call, and
+        the relations it chose from the topic entities' menus (`menus` builds them: `Executor.menus_ahead`)."""
         fused = run.fused and run.thresholds.use_prediction
-        stage, predictor = (Stage.DECOMPOSE_PREDICT, self.decompose_predict) if fused else (Stage.DECOMPOSE,
-                                                                                            self.decompose)
-        prediction = run.call(stage, Role.PLANNER, predictor, question=question, topic_entities=topics)
+        if fused:
+            ahead = menus() if menus is not None else Menus()
+            prediction = run.call(Stage.DECOMPOSE_PREDICT, Role.PLANNER, self.decompose_predict, question=question,
+                                  topic_entities=topics, candidates=ahead.lines)
+        else:
+            prediction = run.call(Stage.DECOMPOSE, Role.PLANNER, self.decompose, question=question,
+                                  topic_entities=topics)
         steps = _steps(getattr(prediction, "steps", None), run.thresholds.max_depth)
         if not steps:
             run.note("decompose.fallback", reason="no usable plan; using a single step")
             return [PlanStepState(objective=f"Find the answer to: {question}")]
-        steps[0].prediction = str(getattr(prediction, "first_prediction", "") or "").strip() if fused else ""
+        if fused:
+            steps[0].prediction = str(getattr(prediction, "first_prediction", "") or "").strip()
+            steps[0].relations = ahead.carry(getattr(prediction, "first_relations", None))
         return steps
 
     def make_new_plan(
@@ -193,23 +223,26 @@ class Planner(dspy.Module):
 
     def think_and_decide(
         self, run: QuestionRun, question: str, objective: str, prediction: str, observation: str, next_step: str,
-        found_something: bool, caps: str = "",
+        found_something: bool, caps: str = "", ahead: Menus | None = None,
     ) -> Judgement:
-        """`--stages fused`: Think and Evaluate in one call, which also predicts the next step or answers;
-        `caps` (the retries and replans left) follows the plan in its memory, as Evaluate reads it."""
+        """`--stages fused`: Think and Evaluate in one call, which also predicts the next step (and chooses its
+        relations from the menus `ahead`) or answers; `caps` (the retries and replans left) follows the plan in
+        its memory, as Evaluate reads it."""
+        ahead = ahead or Menus()
         memory = memory_text(run, answering=True)
         if caps:
             memory = memory.replace("\nKnown:\n", f"\n{caps}\nKnown:\n", 1)
         result = run.call(
             Stage.THINK_EVALUATE, Role.PLANNER, self.think_evaluate,
             question=question, step=objective, prediction=prediction or "(no prediction)", observation=observation,
-            memory=memory, next_step=next_step or "none",
+            memory=memory, next_step=next_step or "none", candidates=ahead.lines,
         )
         decision, reason = _decision(run, result, found_something, Stage.THINK_EVALUATE)
         return Judgement(
             thought=str(getattr(result, "thought", "") or ""), missing=str(getattr(result, "missing", "") or ""),
             decision=decision, reason=reason, next_prediction=str(getattr(result, "next_prediction", "") or "").strip(),
             answers=answer_list(getattr(result, "answers", None)), salvaged=bool(getattr(result, "_salvaged", False)),
+            next_relations=ahead.carry(getattr(result, "next_relations", None)),
         )
 
     def accept_answers(self, run: QuestionRun, judged: Judgement) -> tuple[list[str], str] | None:

@@ -21,7 +21,7 @@ from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
 from ppoga_dspy.method.executor import Executor
 from ppoga_dspy.method.memory import Memory, StrategicMemory
-from ppoga_dspy.method.planner import Planner, answer_context
+from ppoga_dspy.method.planner import Menus, Planner, answer_context
 from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
@@ -94,7 +94,7 @@ class PPoGA(dspy.Module):
         from ppoga_dspy.method.knn_demos import DemoPool, install_pool, uninstall_pool
 
         own = state.get(STATE_KEY)
-        predictors = {name: value for name, value in state.items() if name != STATE_KEY}
+        predictors = {name: self._fields_by_name(name, value) for name, value in state.items() if name != STATE_KEY}
         if own is None:
             super().load_state(predictors, allow_unsafe_lm_state=allow_unsafe_lm_state)
             return self
@@ -115,6 +115,22 @@ class PPoGA(dspy.Module):
             uninstall_pool(self)
         self.thresholds, self.stages = thresholds, stages
         return self
+
+    def _fields_by_name(self, name: str, saved: Any) -> Any:
+        """A predictor's saved state with its signature's fields matched to this program's by name (their prefix).
+
+        DSPy loads a signature's fields by position, inputs first: a field added to a signature since the state was
+        saved (the fused calls' `candidates` input) would shift every later field onto its neighbour's description.
+        A state with as many fields as the signature loads as DSPy loads it."""
+        predictor = dict(self.named_predictors()).get(name)
+        fields = (saved.get("signature") or {}).get("fields") if isinstance(saved, dict) else None
+        if predictor is None or not isinstance(fields, list) or len(fields) == len(predictor.signature.fields):
+            return saved
+        by_prefix = {f.get("prefix"): f for f in fields if isinstance(f, dict)}
+        aligned = [by_prefix.get(info.json_schema_extra["prefix"]) or {
+            "prefix": info.json_schema_extra["prefix"], "description": info.json_schema_extra["desc"]}
+            for info in predictor.signature.fields.values()]
+        return {**saved, "signature": {**saved["signature"], "fields": aligned}}
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (`save(..., save_program=True)`, `dspy.load`) without the KG connection and the role LMs: both
@@ -184,10 +200,17 @@ class PPoGA(dspy.Module):
             if written is None:
                 return [], [], "no entity of the question is on the graph, and the model gave no answer"
             return self._answer(run, question, [], written)
-        memory.strategic.plan = self.planner.make_plan(run, question, [t.label for t in topics])
+        memory.strategic.plan = self.planner.make_plan(run, question, [t.label for t in topics],
+                                                       menus=lambda: self._topic_menus(run, question, topics))
         loop = StepLoop(self.planner, self.executor, run, question, topics)
         walk = loop.go()
         return self._answer(run, question, walk.frontier, loop.written)
+
+    def _topic_menus(self, run: QuestionRun, question: str, topics: list[Entity]) -> Menus:
+        """`--stages fused`: the first step's relation menus, for the plan call to choose from (its objective is not
+        written yet, so they are ranked by the question; the step checks the choice against its own menus)."""
+        return Menus(tuple(self.executor.menus_ahead(run, question=question, objective="", frontier=topics,
+                                                     chains={t.id: [] for t in topics}, step=0)))
 
     def _answer(
         self, run: QuestionRun, question: str, frontier: list[Entity], prewritten: tuple[list[str], str] | None = None

@@ -12,6 +12,8 @@ question with its reason.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,10 +75,21 @@ class QuestionRun:
     role_lms: dict[str, Any] = field(default_factory=dict)
     costs: Costs = field(default_factory=Costs)
     stages: StageMode = StageMode.PAPER  # `fused`: calls that read the same inputs are merged (see program.py)
+    _muted: bool = field(default=False, repr=False)
 
     @property
     def fused(self) -> bool:
         return self.stages == StageMode.FUSED
+
+    @contextmanager
+    def muted(self) -> Iterator[None]:
+        """Notes are not written inside (KG queries and LM calls still are): for work done ahead whose own notes
+        would be read as the step's (a relation menu built one call early, `Executor.menus_ahead`)."""
+        before, self._muted = self._muted, True
+        try:
+            yield
+        finally:
+            self._muted = before
 
     def call(self, stage: Stage, role: Role, predictor: Any, **inputs: Any) -> Any | None:
         """Run one predictor; the prediction, or None when the model's reply could not be used."""
@@ -145,6 +158,8 @@ class QuestionRun:
 
     def note(self, stage: str, **outputs: Any) -> None:
         """Record a decision or correction that is not an LM call."""
+        if self._muted:
+            return
         self.memory.record(TraceEvent(stage=stage, outputs=jsonable(outputs)))
 
 

@@ -6,6 +6,11 @@ read the same question and step, so fused mode asks once with every entity's ran
 ranking is decisive (`gate_margin`), is settled without the model; each entity follows at most
 `relations_per_step` relations; an entity the reply names no valid pair for falls back to its
 best-ranked relation, as in paper mode, and the trace says so.
+
+The call before a step already reads what that step needs (the plan call for the first step, the
+ThinkEvaluate that proceeds for the others), so it is shown the step's menus ahead (`open_menus`,
+`menu_lines`) and chooses there: a carried choice (`CarriedRelations`) takes the place of the
+SelectRelationPairs reply when it holds (`carried_indices`), and the call is made otherwise.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from dataclasses import dataclass
 
 from ppoga_dspy.kg.base import Entity, Relation
 from ppoga_dspy.method import gating
-from ppoga_dspy.method.choices import match_choices
-from ppoga_dspy.method.memory import relation_key
+from ppoga_dspy.method.choices import Matched, match_choices
+from ppoga_dspy.method.memory import CarriedRelations, relation_key
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.vocabulary import Role, Stage
 
@@ -43,16 +48,47 @@ def settled(run: QuestionRun, menu: Menu, stage: Stage = Stage.SELECT_RELATION_P
     return None
 
 
-def choose_pairs(run: QuestionRun, predictor, *, question: str, objective: str,
-                 menus: list[Menu]) -> list[tuple[Entity, Relation]]:
-    """(entity, relation) to follow, in frontier order; one LM call for every entity the rules leave open."""
+def open_menus(run: QuestionRun, menus: list[Menu]) -> list[Menu]:
+    """The menus `settled` leaves to the model (more than one relation, no decisive margin), recording nothing."""
+    return [m for m in menus if len(m.shown) > 1 and not gating.beats_margin(run, m.scores)]
+
+
+def menu_lines(menus: list[Menu]) -> list[str]:
+    """The "entity: relation" candidates of these menus, each entity's best-ranked first."""
+    return [line for m in menus for line in m.lines()]
+
+
+def carried_indices(run: QuestionRun, carried: CarriedRelations | None, asked: list[Menu],
+                    lines: list[str]) -> list[int] | None:
+    """The candidates a carried choice names, read as the SelectRelationPairs reply would be; None (the call is
+    made) when there is none, it names nothing, any pair is off these menus, or an entity asked about was not
+    on the menus the carrying call saw."""
+    if carried is None:
+        return None
+    matched = match_choices(carried.pairs, lines)
+    unseen = [m.entity.id for m in asked if m.entity.id not in carried.entities]
+    if matched.invalid or not matched.indices or unseen:
+        run.note("relations.carried_rejected", pairs=carried.pairs, invalid=matched.invalid, unseen=unseen)
+        return None
+    run.note("relations.carried", pairs=[lines[i] for i in matched.indices])
+    return matched.indices
+
+
+def choose_pairs(run: QuestionRun, predictor, *, question: str, objective: str, menus: list[Menu],
+                 carried: CarriedRelations | None = None) -> list[tuple[Entity, Relation]]:
+    """(entity, relation) to follow, in frontier order; one LM call for every entity the rules leave open, unless
+    a valid choice was carried from the call before (`carried_indices`)."""
     decided = {id(m): settled(run, m) for m in menus}
     asked = [m for m in menus if decided[id(m)] is None]
     if asked:
-        lines = [line for m in asked for line in m.lines()]
-        prediction = run.call(Stage.SELECT_RELATION_PAIRS, Role.EXECUTOR, predictor,
-                              question=question, step=objective, candidates=lines)
-        matched = match_choices(getattr(prediction, "pairs", None), lines)
+        lines = menu_lines(asked)
+        indices = carried_indices(run, carried, asked, lines)
+        if indices is None:
+            prediction = run.call(Stage.SELECT_RELATION_PAIRS, Role.EXECUTOR, predictor,
+                                  question=question, step=objective, candidates=lines)
+            matched = match_choices(getattr(prediction, "pairs", None), lines)
+        else:
+            matched = Matched(indices=indices)
         owners = [(m, r) for m in asked for r in m.shown]
         for menu in asked:
             picked = [r for i in matched.indices for m, r in [owners[i]] if m is menu]

@@ -132,7 +132,9 @@ class DecomposePredict(dspy.Signature):
     step found (one hop), so a question about "the spouse of the director of X" needs two steps:
     find the director of X, then find that person's spouse. Use as few steps as the question needs.
     Then, before anything is looked up, predict what the first step will find: the kind of relation
-    to follow and the kind of entity expected (and a guess of the entity itself if you know it).
+    to follow and the kind of entity expected (and a guess of the entity itself if you know it), and
+    choose the relations the first step follows from the topic entities, copying "entity: relation"
+    candidates exactly (relations marked "(reverse)" are followed from the other end of the fact).
     """
 
     question: str = dspy.InputField()
@@ -140,6 +142,11 @@ class DecomposePredict(dspy.Signature):
     steps: list[PlanStep] = dspy.OutputField(desc="ordered steps, usually 1 to 3")
     first_prediction: str = dspy.OutputField(desc="the first step's expected relation, entity type and, if known, "
                                              "entity")
+    # added last: artifacts saved before them load their other fields by name (method/program.py)
+    candidates: list[str] = dspy.InputField(desc="the topic entities' relations as 'entity: relation' pairs, each "
+                                            "entity's best-ranked first")
+    first_relations: list[str] = dspy.OutputField(default=[], desc="the first step's 'entity: relation' pairs to "
+                                                  "follow, copied from the candidates")
 
 
 class ThinkEvaluate(dspy.Signature):
@@ -149,7 +156,8 @@ class ThinkEvaluate(dspy.Signature):
     correct_path: the step failed (wrong or empty facts) but the plan is sound; retry it on another path.
     replan: the plan itself is wrong or keeps failing; make a new plan.
     finish: the facts gathered are enough to answer the question now.
-    On proceed, predict the next step; on finish or after the last step, answer with names from the facts.
+    On proceed, predict the next step and choose the relations it follows, copying "entity: relation"
+    candidates exactly; on finish or after the last step, answer with names from the facts.
     """
 
     question: str = dspy.InputField()
@@ -164,3 +172,8 @@ class ThinkEvaluate(dspy.Signature):
     reason: str = dspy.OutputField(desc="one sentence justifying the decision")
     next_prediction: str = dspy.OutputField(default="", desc="on proceed: the next step's expected relation and entity")
     answers: list[str] = dspy.OutputField(default=[], desc="on finish: answer entity names, best first; else []")
+    # added last: artifacts saved before them load their other fields by name (method/program.py)
+    candidates: list[str] = dspy.InputField(desc="the next step's relations as 'entity: relation' pairs, each "
+                                            "entity's best-ranked first; [] when there is none to choose")
+    next_relations: list[str] = dspy.OutputField(default=[], desc="on proceed: the next step's 'entity: relation' "
+                                                 "pairs to follow, copied from the candidates; else []")

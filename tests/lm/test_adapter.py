@@ -16,7 +16,9 @@ from ppoga_dspy.signatures.planner import Decompose, DecomposePredict, Evaluate,
 
 THINK_INPUTS = dict(question="Where was the director of Inception born?", step="find the director",
                     prediction="a person", observation="(Inception, directed_by, Christopher Nolan)",
-                    memory="Plan:\n1. find the director [in progress]", next_step="find the birthplace")
+                    memory="Plan:\n1. find the director [in progress]", next_step="find the birthplace",
+                    candidates=["Christopher Nolan: people.person.place_of_birth",
+                                "Christopher Nolan: film.director.film"])
 ENTITY_LINES = ["Lionel Messi  <- (Argentina, squad)", "Sergio Aguero  <- (Argentina, squad)"]
 
 
@@ -52,7 +54,7 @@ def test_a_schema_is_written_only_for_a_field_of_objects_without_titles():
 @pytest.mark.parametrize("signature, inputs", [
     (ThinkEvaluate, THINK_INPUTS),
     (SelectRelationPairs, dict(question="q", step="s", candidates=["A: r1", "A: r2 (reverse)"])),
-    (DecomposePredict, dict(question="q", topic_entities=["A", "B"])),
+    (DecomposePredict, dict(question="q", topic_entities=["A", "B"], candidates=["A: r1", "B: r2"])),
 ])
 def test_the_scripted_engine_reads_the_same_request_from_both_formats(signature, inputs):
     full, compact = chats(signature, **inputs)
@@ -81,6 +83,26 @@ def test_constraints_and_field_headers_read_compact_prompts_as_they_read_chat_ad
     assert entities["entities"].options == ("Lionel Messi", ENTITY_LINES[0], "Sergio Aguero", ENTITY_LINES[1])
     assert constraints_for(chats(Decompose, question="q", topic_entities=["A"])[1])["steps"].options == (
         ("action", ("explore", "intersect", "memory")),)
+
+
+def test_relations_chosen_one_step_ahead_are_constrained_as_select_relation_pairs_is():
+    """The fused calls that choose the next step's relations (ThinkEvaluate, DecomposePredict) reach the embedded
+    engine's choice constraint and the hosted backends' enum by the same rule as SelectRelationPairs; the
+    evaluation's answers, a list beside them, stay free."""
+    from ppoga_dspy.inference.constraints import Choice
+    from ppoga_dspy.lm.structured import reply_schema
+
+    lines = THINK_INPUTS["candidates"]
+    pairs = constraints_for(chats(SelectRelationPairs, question="q", step="s", candidates=lines)[1])["pairs"]
+    judged = constraints_for(chats(ThinkEvaluate, **THINK_INPUTS)[1])
+    planned = constraints_for(chats(DecomposePredict, question="q", topic_entities=["A"], candidates=lines)[1])
+    assert judged["next_relations"] == planned["first_relations"] == pairs == Choice(tuple(lines))
+    assert "answers" not in judged and set(judged) == {"decision", "next_relations"}
+    schema = reply_schema(ThinkEvaluate, THINK_INPUTS)["properties"]
+    assert schema["next_relations"]["items"]["enum"] == lines
+    assert schema["answers"] == {"type": "array", "items": {"type": "string"}}
+    planned_schema = reply_schema(DecomposePredict, {"candidates": lines})["properties"]
+    assert planned_schema["first_relations"]["items"]["enum"] == lines
 
 
 def test_demos_still_render_and_replies_parse_as_chat_adapter_parses_them():

@@ -27,7 +27,7 @@ def ask(kg, handlers, *, mode: str, question=QUESTION, topics=None, **thresholds
     return prediction, engine
 
 
-def test_fused_two_hop_question_costs_half_the_calls_counted_per_stage(demo_kg):
+def test_fused_two_hop_question_costs_a_third_of_the_calls_counted_per_stage(demo_kg):
     paper, paper_engine = ask(demo_kg, gold_path_handlers(GOLD), mode="paper")
     fused, engine = ask(demo_kg, gold_path_handlers(GOLD), mode="fused")
     assert fused.answers == paper.answers == ["London"]
@@ -35,13 +35,16 @@ def test_fused_two_hop_question_costs_half_the_calls_counted_per_stage(demo_kg):
     assert [t["relation"] for t in fused.reasoning_chains[0]] == ["film.film.directed_by",
                                                                  "people.person.place_of_birth"]
     assert sum(paper_engine.calls.values()) == paper.costs["lm_calls"] == 10
-    # Decompose + first prediction; per step one relation choice and one Think+Evaluate (which predicts the
-    # second step, then writes the answer): no Predict, Think, Evaluate or Answer call of their own
-    assert engine.calls == {"DecomposePredict": 1, "SelectRelationPairs": 2, "ThinkEvaluate": 2}
-    assert fused.costs["lm_calls"] == 5
-    assert fused.costs["lm_calls_by_stage"] == {"decompose_predict": 1, "select_relation_pairs": 2,
-                                                "think_evaluate": 2}
-    assert fused.costs["lm_calls_by_role"] == {"planner": 3, "executor": 2}
+    # Decompose + first prediction + first relations; per step one Think+Evaluate (which predicts the second step
+    # and chooses its relations, then writes the answer): no Predict, Think, Evaluate, SelectRelations or Answer
+    # call of their own
+    assert engine.calls == {"DecomposePredict": 1, "ThinkEvaluate": 2}
+    assert fused.costs["lm_calls"] == 3
+    assert fused.costs["lm_calls_by_stage"] == {"decompose_predict": 1, "think_evaluate": 2}
+    assert fused.costs["lm_calls_by_role"] == {"planner": 3}
+    assert [e["outputs"]["pairs"] for e in stages(fused, "relations.carried")] == [
+        ["Inception: film.film.directed_by"], ["Christopher Nolan: people.person.place_of_birth"]]
+    assert [c["paths"] for c in fused.memory["step_cycles"]] == [c["paths"] for c in paper.memory["step_cycles"]]
     cycles = fused.memory["step_cycles"]
     assert [c["decision"] for c in cycles] == ["proceed", "finish"]
     assert [c["prediction"] for c in cycles] == [c["prediction"] for c in paper.memory["step_cycles"]]
@@ -66,12 +69,23 @@ def test_fused_mode_answers_every_demo_question_as_paper_mode_does_with_fewer_ca
         assert fused.costs["lm_calls"] < paper.costs["lm_calls"], example.question
 
 
+def carrying_nothing(handlers):
+    """The handlers with the fused calls' relation choices made ahead left empty: every step asks
+    SelectRelationPairs (what a model that does not choose ahead costs)."""
+    def blank(name, field):
+        return lambda inputs: {**handlers[name](inputs), field: []}
+
+    return dict(handlers, DecomposePredict=blank("DecomposePredict", "first_relations"),
+                ThinkEvaluate=blank("ThinkEvaluate", "next_relations"))
+
+
 def test_one_relation_choice_for_the_whole_frontier(demo_kg):
     golds = {TWO_FILMS: {"relations": ["film.film.directed_by"], "entities": ["Christopher Nolan"],
                          "answers": ["Christopher Nolan"]}}
     topics = {mid(demo_kg, "Inception"): "Inception", mid(demo_kg, "Batman Begins"): "Batman Begins"}
     paper, paper_engine = ask(demo_kg, gold_path_handlers(golds), mode="paper", question=TWO_FILMS, topics=topics)
-    fused, engine = ask(demo_kg, gold_path_handlers(golds), mode="fused", question=TWO_FILMS, topics=topics)
+    fused, engine = ask(demo_kg, carrying_nothing(gold_path_handlers(golds)), mode="fused", question=TWO_FILMS,
+                        topics=topics)
     assert paper_engine.calls["SelectRelations"] == 2, "paper mode asks once per frontier entity"
     assert engine.calls["SelectRelationPairs"] == 1 and engine.calls["SelectRelations"] == 0
     (pairs,) = [inputs for name, inputs in engine.requests if name == "SelectRelationPairs"]
@@ -85,7 +99,7 @@ def test_one_relation_choice_for_the_whole_frontier(demo_kg):
 def test_a_pair_naming_no_candidate_falls_back_to_that_entitys_best_relation(demo_kg):
     golds = {TWO_FILMS: {"relations": ["film.film.directed_by"], "entities": ["Christopher Nolan"],
                          "answers": ["Christopher Nolan"]}}
-    handlers = gold_path_handlers(golds)
+    handlers = carrying_nothing(gold_path_handlers(golds))
     only_inception = dict(handlers, SelectRelationPairs=lambda i: {"pairs": ["Inception: film.film.directed_by",
                                                                              "Batman Begins: no.such.relation"]})
     topics = {mid(demo_kg, "Inception"): "Inception", mid(demo_kg, "Batman Begins"): "Batman Begins"}
@@ -107,8 +121,9 @@ def test_a_malformed_fused_reply_degrades_only_its_step(demo_kg):
     first = stages(fused, "think_evaluate")[0]
     assert first["error"], "the unusable reply is recorded"
     assert stages(fused, "think_evaluate.fallback")[0]["outputs"]["decision"] == "proceed"
-    # the reply that should have predicted step 2 was lost: step 2 asks Predict itself, nothing else changes
-    assert engine.calls["PredictOutcome"] == 1 and engine.calls["SelectRelationPairs"] == 2
+    # the reply that should have predicted step 2 and chosen its relations was lost: step 2 asks Predict and
+    # SelectRelationPairs itself (step 1's relations came with the plan), nothing else changes
+    assert engine.calls["PredictOutcome"] == 1 and engine.calls["SelectRelationPairs"] == 1
     assert fused.costs["lm_calls_by_stage"]["think_evaluate"] == engine.calls["ThinkEvaluate"] == 3  # + JSON retry
 
 
@@ -141,8 +156,10 @@ def test_an_ungrounded_written_answer_asks_answer_instead(demo_kg):
 
 @pytest.mark.parametrize("mode", ["paper", "fused"])
 def test_gated_choices_skip_the_call_and_are_recorded(demo_kg, mode):
-    off, off_engine = ask(demo_kg, gold_path_handlers(GOLD), mode=mode)
-    on, engine = ask(demo_kg, gold_path_handlers(GOLD), mode=mode, gate_margin=0.0)  # any lead settles it
+    # fused: no relation choice made ahead, so every relation choice the gate does not settle is a call
+    handlers = gold_path_handlers(GOLD) if mode == "paper" else carrying_nothing(gold_path_handlers(GOLD))
+    off, off_engine = ask(demo_kg, handlers, mode=mode)
+    on, engine = ask(demo_kg, handlers, mode=mode, gate_margin=0.0)  # any lead settles it
     stage = "select_relations" if mode == "paper" else "select_relation_pairs"
     gated = stages(on, f"{stage}.gated")
     assert gated and all(e["outputs"]["reason"] in ("margin", "one candidate") for e in gated)
@@ -150,7 +167,7 @@ def test_gated_choices_skip_the_call_and_are_recorded(demo_kg, mode):
     assert on.costs["gated_choices"] == sum(on.costs["gated_by_stage"].values()) == len(gated)
     assert on.costs["lm_calls"] == off.costs["lm_calls"] - len(gated) + off.costs["gated_choices"]
     assert stage not in on.costs["lm_calls_by_stage"]
-    never, _ = ask(demo_kg, gold_path_handlers(GOLD), mode=mode, gate_margin=2.0)  # cosine gaps never exceed 2
+    never, _ = ask(demo_kg, handlers, mode=mode, gate_margin=2.0)  # cosine gaps never exceed 2
     assert never.costs["lm_calls_by_stage"] == off.costs["lm_calls_by_stage"]
 
 
@@ -201,6 +218,29 @@ def test_an_artifact_older_than_the_fused_predictors_loads_in_paper_mode(demo_kg
     load_artifact(tmp_path / "old.json").apply(fresh)
     assert fresh.stages is StageMode.PAPER
     assert fresh.planner.think.signature.instructions == "Think hard."
+
+
+def test_a_state_saved_before_the_relations_chosen_ahead_loads_each_field_by_name(demo_kg):
+    """DSPy loads a signature's fields by position, inputs first: the fused calls' `candidates` input, added since,
+    would have shifted every output onto its neighbour's description. The program matches them by name."""
+    from ppoga_dspy.signatures import DecomposePredict, ThinkEvaluate
+
+    state = PPoGA(demo_kg, stages="fused").dump_state()
+    for name, added in (("planner.think_evaluate", ("Candidates:", "Next Relations:")),
+                        ("planner.decompose_predict", ("Candidates:", "First Relations:"))):
+        fields = [f for f in state[name]["signature"]["fields"] if f["prefix"] not in added]
+        for field in fields:
+            field["description"] = f"compiled {field['prefix']}"
+        state[name]["signature"]["fields"] = fields
+    fresh = PPoGA(demo_kg, stages="fused")
+    fresh.load_state(state)
+    for predictor, signature, added in ((fresh.planner.think_evaluate, ThinkEvaluate, ("candidates", "next_relations")),
+                                        (fresh.planner.decompose_predict, DecomposePredict,
+                                         ("candidates", "first_relations"))):
+        for name, info in predictor.signature.fields.items():
+            extra, own = info.json_schema_extra, signature.fields[name].json_schema_extra
+            assert extra["prefix"] == own["prefix"], name
+            assert extra["desc"] == (own["desc"] if name in added else f"compiled {own['prefix']}"), name
 
 
 def test_cli_stages_flag_reaches_the_settings():
