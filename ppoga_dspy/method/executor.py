@@ -362,7 +362,7 @@ class Executor(dspy.Module):
                 relations = [r for r in relations if r not in paired]
                 run.note("way_back.excluded", entity=entity.id, origin=origin.id,
                          relations=sorted(relation_key(r) for r in paired))
-            back = _way_back(entity, arrived_by)
+            back = Relation(arrived_by.relation, Direction.IN if arrived_by.tail.id == entity.id else Direction.OUT)
             if back in relations and len(relations) > 1 and self._leads_only_home(run, entity, back):
                 relations = [r for r in relations if r != back]
                 run.note("way_back.dead_end", entity=entity.id, origin=origin.id, relation=relation_key(back))
@@ -478,17 +478,6 @@ def _intersection(
     if not kept:
         observation.notes.append("No entity satisfies every constraint of this step (the intersection is empty).")
     return kept
-
-
-def _way_back(entity: Entity, arrived_by: Triple | None) -> Relation | None:
-    """The relation the step arrived by, as walked from `entity` back towards where it came from."""
-    if arrived_by is None:
-        return None
-    if arrived_by.tail.id == entity.id:
-        return Relation(arrived_by.relation, Direction.IN)
-    if arrived_by.head.id == entity.id:
-        return Relation(arrived_by.relation, Direction.OUT)
-    return None
 
 
 def _origin(entity: Entity, arrived_by: Triple | None) -> Entity | None:
