@@ -78,8 +78,10 @@ def open_storage(spec: str, *, heartbeat: int = DEFAULT_HEARTBEAT) -> Any:
         # psycopg 3 (the `postgres` extra) whatever SQLAlchemy's default driver for the scheme is
         spec = "postgresql+psycopg://" + spec.split("://", 1)[1]
     engine_kwargs: dict[str, Any] = {}
-    if spec.startswith("sqlite"):
-        engine_kwargs["connect_args"] = {"timeout": 120}  # several local workers wait for the write lock
+    sqlite = spec.startswith("sqlite")
+    if sqlite:
+        # several local workers wait for the write lock; the driver's own BEGIN is off (see _lock_on_begin)
+        engine_kwargs["connect_args"] = {"timeout": 120, "isolation_level": None}
     else:
         engine_kwargs["pool_pre_ping"] = True
     with warnings.catch_warnings():
@@ -87,10 +89,13 @@ def open_storage(spec: str, *, heartbeat: int = DEFAULT_HEARTBEAT) -> Any:
         try:
             callback_name = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback"
                              in inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
-            return optuna.storages.RDBStorage(
+            storage = optuna.storages.RDBStorage(
                 spec, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat,
                 grace_period=GRACE_FACTOR * heartbeat, **{callback_name: _retry_callback()},
             )
+            if sqlite:
+                _lock_on_begin(storage.engine)
+            return storage
         except ImportError as exc:  # Optuna re-raises the driver's ModuleNotFoundError as ImportError
             raise ConfigError(f"the storage {spec.split('://')[0]} needs its Python driver ({exc}): "
                               "`pip install ppoga-dspy[postgres]` installs psycopg") from exc
@@ -98,6 +103,23 @@ def open_storage(spec: str, *, heartbeat: int = DEFAULT_HEARTBEAT) -> Any:
             if type(exc).__module__.startswith(("sqlalchemy", "psycopg")):
                 raise ConfigError(f"cannot open the Optuna storage {spec}: {exc}") from exc
             raise
+
+
+def _lock_on_begin(engine: Any) -> None:
+    """Make every SQLite transaction take the write lock when it begins (`BEGIN IMMEDIATE`).
+
+    Optuna claims a WAITING trial (an enqueued starting point, a retry) by reading it `FOR UPDATE`
+    and writing RUNNING; SQLite ignores `FOR UPDATE`, so two workers starting together both read
+    WAITING and both run the trial, and the second one's result is refused ("Cannot tell a COMPLETE
+    trial"). Taking the lock at BEGIN serialises the read with the write, as PostgreSQL does.
+    """
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened while Optuna built the schema began their own way
 
 
 def has_heartbeat(storage: Any) -> bool:

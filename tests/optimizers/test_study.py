@@ -81,6 +81,40 @@ def test_sqlite_heartbeat_fails_a_silent_trial_and_enqueues_it_again(tmp_path):
     assert trials[1].params == trials[0].params
 
 
+def _claim_all(spec: str, trial_ids: list[int], start_at: float, claimed: "multiprocessing.Queue") -> None:
+    """One worker's claims: every WAITING trial it manages to move to RUNNING (what `study.ask` does)."""
+    storage = open_storage(spec)
+    while time.time() < start_at:
+        pass
+    claimed.put([i for i in trial_ids if storage.set_trial_state_values(i, TrialState.RUNNING)])
+
+
+def test_sqlite_hands_each_waiting_trial_to_one_worker_only(tmp_path):
+    """Four processes claim the same 40 enqueued trials at once; each trial must go to exactly one.
+
+    SQLite ignores Optuna's `FOR UPDATE`: without `BEGIN IMMEDIATE` two workers read WAITING together,
+    both run the trial, and the second is refused when it reports (CI saw it: "Cannot tell a COMPLETE trial").
+    """
+    import multiprocessing
+
+    spec = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(storage=open_storage(spec), directions=["maximize"])
+    for k in range(40):
+        study.enqueue_trial({"x": k})
+    trial_ids = [t._trial_id for t in study.get_trials(deepcopy=False)]
+    context = multiprocessing.get_context("spawn")
+    claimed = context.Queue()
+    start_at = time.time() + 3
+    workers = [context.Process(target=_claim_all, args=(spec, trial_ids, start_at, claimed)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    wins = [claimed.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+    every_claim = sorted(i for won in wins for i in won)
+    assert every_claim == sorted(trial_ids)
+
+
 def test_journal_fails_the_running_trial_of_a_dead_local_worker(tmp_path):
     spec = f"journal:{tmp_path / 's.journal'}"
     study = open_study(spec, study_name=STUDY, seed=0, trials=3, base=Thresholds())
