@@ -15,6 +15,7 @@ train split (`--finetune-steps`, bf16 where the CPU has it; once per dataset, ke
 
     python benchmarks/compile_bench.py [--n 50] [--train 200] [--k 3] [--data ../shared/data]
     python benchmarks/compile_bench.py --report          # the table from the run files so far
+    python benchmarks/compile_bench.py --set answer_reads_plan=false   # a threshold for every row
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def build(row: str, opened, train: list, k: int):
 
 
 def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out: Path, threads: int,
-            finetune_steps: int = 200) -> None:
+            finetune_steps: int = 200, overrides: dict[str, str] | None = None) -> None:
     from ppoga_dspy.app import open_program
     from ppoga_dspy.app.session import ProgramSettings
     from ppoga_dspy.experiments.datasets import load_dataset
@@ -89,12 +90,12 @@ def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out
     train = load_dataset(spec, split="train", limit=train_n)
     lm = LMSettings(lm="none" if row == "none" else STUDENT, constrain=row.endswith("+constraints"))
     # program="none": zero-shot means no artifact, not the one shipped for the embedded model.
-    settings = ProgramSettings(dataset=spec, lm=lm, program="none")
+    settings = ProgramSettings(dataset=spec, lm=lm, program="none", overrides=overrides or {})
     started = time.perf_counter()
     if row == "finetune":  # the adapter is merged when the artifact is opened, as `--program` does
         with open_program(settings, examples=train) as opened:
             artifact = finetuned_artifact(name, spec, opened, train, out, finetune_steps)
-        settings = ProgramSettings(dataset=spec, lm=lm, program=str(artifact))
+        settings = ProgramSettings(dataset=spec, lm=lm, program=str(artifact), overrides=overrides or {})
     with open_program(settings, examples=train + test) as opened:
         program = build(row, opened, train, k)
         result = run_evaluation(program, test, out=out, threads=threads, progress=False)
@@ -134,7 +135,12 @@ def main() -> int:
     parser.add_argument("--finetune-steps", type=int, default=200, help="LoRA training steps of the finetune row")
     parser.add_argument("--out-dir", type=Path, default=Path("runs/compile-bench"))
     parser.add_argument("--report", action="store_true", help="only print the table of the run files so far")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                        help="a threshold for every row, as `ppoga eval --set` (e.g. answer_reads_plan=false)")
     args = parser.parse_args()
+    from ppoga_dspy.app.session import parse_overrides
+
+    overrides = parse_overrides(args.overrides)
     data = data_folder(args.data)
     if not args.report:
         args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -143,8 +149,9 @@ def main() -> int:
                 fmt, rel = DATASETS[name]
                 run_row(row, name, f"{fmt}:{data / rel}", n=args.n, train_n=args.train, k=args.k,
                         out=args.out_dir / f"{name}.{row}.jsonl", threads=args.threads,
-                        finetune_steps=args.finetune_steps)
-    print(f"embedded model {STUDENT}, test split, compiled on train (teacher oracle/gold-path, k={args.k})")
+                        finetune_steps=args.finetune_steps, overrides=overrides)
+    settings = "".join(f", {name}={value}" for name, value in overrides.items())
+    print(f"embedded model {STUDENT}, test split, compiled on train (teacher oracle/gold-path, k={args.k}{settings})")
     print(table(args.out_dir, args.rows))
     return 0
 

@@ -26,7 +26,7 @@ from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.method.tools import KGTools
-from ppoga_dspy.method.vocabulary import StageMode
+from ppoga_dspy.method.vocabulary import Decision, StageMode
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +218,17 @@ class PPoGA(dspy.Module):
         knowledge = run.memory.knowledge
         written = prewritten  # fused mode: written by the evaluation that finished (already grounded)
         if written is None:
-            evidence = answer_context(run) + knowledge.evidence(self.thresholds.evidence_tokens)
+            context = answer_context(run) if self.thresholds.answer_reads_plan else []
+            evidence = context + knowledge.evidence(self.thresholds.evidence_tokens)
             written = self.planner.write_answer(run, question, evidence)
         if written is None or not written[0]:
             fallback = [e.label for e in frontier if e.id not in {t.id for t in run.memory.strategic.topic_entities}]
             run.note("answer.fallback", answers=fallback)
             return fallback, [e.id for e in frontier if e.label in fallback], "fallback: the last step's entities"
         answers, reasoning = written
+        if self.thresholds.redirect_walked_past and frontier and _all_walked_past(run, answers, frontier):
+            run.note("answer.walked_past", answers=answers, applied=[e.label for e in frontier])
+            return [e.label for e in frontier], [e.id for e in frontier], reasoning
         ids = [_link_answer(knowledge.entities.values(), a) for a in answers]
         return answers, ids, reasoning
 
@@ -233,6 +237,18 @@ class PPoGA(dspy.Module):
         clone = self.deepcopy()
         clone.kg = kg
         return clone
+
+
+def _all_walked_past(run: QuestionRun, answers: list[str], frontier: list[Entity]) -> bool:
+    """Whether every answer names an entity the walk started from or moved on from (the topics, the entities of
+    an earlier kept step), none of the last step's: the model named a stop on the way, not where the plan ended."""
+    behind = [t.label for t in run.memory.strategic.topic_entities]
+    for cycle in run.memory.history:
+        if cycle.decision in (Decision.PROCEED, Decision.FINISH):
+            behind += [e.label for e in cycle.frontier]
+    last = [e.label for e in frontier]
+    passed = [name for name in behind if not any(same_name(name, end) for end in last)]
+    return bool(answers) and all(any(same_name(a, name) for name in passed) for a in answers)
 
 
 def _link_answer(entities, answer: str) -> str | None:

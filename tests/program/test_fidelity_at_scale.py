@@ -291,6 +291,43 @@ def test_the_planner_reads_the_choice_rationale_the_caps_left_and_the_plan_at_th
     assert "Concluded at step 1: the step found what it asks for (step 1)" in evidence
 
 
+
+def test_answer_reads_the_facts_alone_when_the_plan_lines_are_switched_off(films):
+    """`answer_reads_plan=false` (the embedded artifact's setting): Answer's evidence is the facts, nothing above them."""
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+    seen: list[dict] = []
+
+    def answer(inputs):
+        seen.append(inputs)
+        return handlers["Answer"](inputs)
+
+    prediction = run(films, dict(handlers, Answer=answer), question=CO_ACTORS, topics={"Xavier": "Xavier"},
+                     answer_reads_plan=False)[0]
+    evidence = [str(line) for line in seen[0]["evidence"]]
+    assert evidence and not any(line.startswith(("Plan step", "Concluded at step")) for line in evidence)
+    assert prediction.answers, "the facts alone still answer"
+
+
+@pytest.mark.parametrize("named", [["Xavier"], ["Film_one"], ["Film_two", "Xavier"]])
+def test_an_answer_naming_a_stop_on_the_way_is_redirected_to_where_the_walk_ended(films, named):
+    """`redirect_walked_past` (the embedded artifact's setting): the topic, or a film the walk moved on from, is no
+    answer to "who starred with"; the last step's entities are. Off, the model's answer stands."""
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+    stop = dict(handlers, Answer=lambda inputs: {"answers": named, "reasoning": "read from the facts"})
+    redirected, _ = run(films, stop, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
+    assert sorted(redirected.answers) == ["Bella", "Carl"]
+    (note,) = stages(redirected, "answer.walked_past")
+    assert note["outputs"]["answers"] and set(note["outputs"]["answers"]) <= set(named)  # after grounding
+    kept, _ = run(films, stop, question=CO_ACTORS, topics={"Xavier": "Xavier"})
+    assert kept.answers and set(kept.answers) <= set(named) and not stages(kept, "answer.walked_past")
+
+
+def test_an_answer_among_the_last_entities_is_never_redirected(films):
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+    last = dict(handlers, Answer=lambda inputs: {"answers": ["Carl"], "reasoning": "read from the facts"})
+    prediction, _ = run(films, last, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
+    assert prediction.answers == ["Carl"] and not stages(prediction, "answer.walked_past")
+
 BORN = "Where was the director of Inception born?"
 BORN_GOLD = {BORN: {"relations": ["directed_by", "place_of_birth"], "entities": ["Christopher_Nolan"],
                     "answers": ["London"]}}
