@@ -10,6 +10,7 @@ Rows (pick with --rows):
     noisy-nocorr    oracle/noisy:0.2, path and plan correction off
     embedded-zero   the embedded model, zero-shot (--program none)
     embedded-knn    the embedded model, knn demos + constrained decoding, compiled on MetaQA dev only
+                    (both embedded rows with the shipped artifact's answer guards, SMALL_MODEL_GUARDS)
                     (`ppoga compile --optimizer knn --teacher-lm oracle/gold-path` on NHOP_qa_dev.txt, one
                     artifact per hop, made by this script when absent)
 
@@ -41,6 +42,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import add_data_option, data_dir  # noqa: E402
 
+from ppoga_dspy.method.thresholds import SMALL_MODEL_GUARDS  # noqa: E402
+
 HOPS = (1, 2, 3)
 # name -> (label, --lm spec or None for the embedded model, stage mode, threshold overrides, artifact kind)
 ROWS: dict[str, tuple[str, str | None, str, dict[str, str], str | None]] = {
@@ -50,8 +53,8 @@ ROWS: dict[str, tuple[str, str | None, str, dict[str, str], str | None]] = {
     "noisy": ("noisy P=0.2, full", "oracle/noisy:0.2", "paper", {}, None),
     "noisy-nocorr": ("noisy P=0.2, no corrections", "oracle/noisy:0.2", "paper",
                      {"use_path_correction": "false", "use_plan_correction": "false"}, None),
-    "embedded-zero": ("embedded, zero-shot", None, "paper", {}, "none"),
-    "embedded-knn": ("embedded, knn + constraints (dev)", None, "paper", {}, "knn"),
+    "embedded-zero": ("embedded, zero-shot", None, "paper", SMALL_MODEL_GUARDS, "none"),
+    "embedded-knn": ("embedded, knn + constraints (dev)", None, "paper", SMALL_MODEL_GUARDS, "knn"),
 }
 SCRIPTED = ("none", "gold-paper", "gold-fused", "noisy", "noisy-nocorr")
 # Published Hits@1 on MetaQA vanilla 1/2/3-hop, as their authors report them. Checked: KV-Mem, EmbedKGQA and NSM
@@ -77,6 +80,7 @@ def artifact_for(hop: int, data: Path, runs: Path, *, compile_limit: int, thread
                f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_dev.txt'}", "--split", "all", "--sample", str(compile_limit),
                "--optimizer", "knn", "--teacher-lm", "oracle/gold-path", "--dev-limit", "0", "--threads",
                str(threads), "--out", str(out)]
+    command += [arg for name, value in SMALL_MODEL_GUARDS.items() for arg in ("--set", f"{name}={value}")]
     print("compiling:", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     return out

@@ -83,3 +83,8 @@ class Thresholds(BaseModel):
     @classmethod
     def from_dict(cls, data: dict | None) -> Thresholds:
         return cls.model_validate(data or {})
+
+
+#: The answer guards of a tiny model that copies its demos: what the shipped embedded artifact carries, and what
+#: the benchmarks' embedded rows set (`--set answer_reads_plan=false --set redirect_walked_past=true`).
+SMALL_MODEL_GUARDS: dict[str, str] = {"answer_reads_plan": "false", "redirect_walked_past": "true"}
