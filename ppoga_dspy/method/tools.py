@@ -19,13 +19,23 @@ if TYPE_CHECKING:
     from ppoga_dspy.method.memory import Memory
 
 
+#: Look-ups a question repeats with the same arguments: fused stages build a step's relation menus one call early
+#: and the step builds them again. The graph does not change within a question, so the second answer is the first.
+MEMO_OPS = frozenset({"relations", "relations_back", "count_neighbors"})
+
+
 class KGTools:
-    """One question's view of a KnowledgeGraph: the five tools, with counting and tracing."""
+    """One question's view of a KnowledgeGraph: the five tools, with counting and tracing.
+
+    Menu look-ups (`MEMO_OPS`) are asked of the KG once per question: a repeat is answered from this question's
+    memo, not counted as a KG query and not traced again.
+    """
 
     def __init__(self, kg: KnowledgeGraph, costs: Costs, memory: Memory) -> None:
         self.kg = kg
         self._costs = costs
         self._memory = memory
+        self._memo: dict[tuple, list] = {}
         self.tools = self._make_tools()
         self.calls = 0  # KG calls made, and how many of them raised (see `all_failed`)
         self.failures = 0
@@ -69,6 +79,9 @@ class KGTools:
         return {fn.__name__: dspy.Tool(fn) for fn in tools}
 
     def _metered(self, op: str, args: dict[str, Any], fn):
+        key = (op, tuple(sorted(args.items()))) if op in MEMO_OPS else None
+        if key in self._memo:
+            return list(self._memo[key])
         started = time.perf_counter()
         event = TraceEvent(stage=f"kg.{op}", inputs=args)
         self.calls += 1
@@ -85,6 +98,8 @@ class KGTools:
             event.seconds = round(elapsed, 4)
             self._memory.record(event)
         event.outputs = {"count": len(result)}
+        if key is not None:
+            self._memo[key] = list(result)
         return result
 
     def relations(self, entity: str, direction: Direction) -> list[Relation]:
