@@ -226,9 +226,9 @@ class PPoGA(dspy.Module):
             run.note("answer.fallback", answers=fallback)
             return fallback, [e.id for e in frontier if e.label in fallback], "fallback: the last step's entities"
         answers, reasoning = written
-        if self.thresholds.redirect_walked_past and frontier and _all_walked_past(run, answers, frontier):
-            run.note("answer.walked_past", answers=answers, applied=[e.label for e in frontier])
-            return [e.label for e in frontier], [e.id for e in frontier], reasoning
+        if self.thresholds.redirect_walked_past and (redirected := _past_the_stops(run, answers, frontier)):
+            run.note("answer.walked_past", answers=answers, applied=redirected)
+            answers = redirected
         ids = [_link_answer(knowledge.entities.values(), a) for a in answers]
         return answers, ids, reasoning
 
@@ -239,16 +239,24 @@ class PPoGA(dspy.Module):
         return clone
 
 
-def _all_walked_past(run: QuestionRun, answers: list[str], frontier: list[Entity]) -> bool:
-    """Whether every answer names an entity the walk started from or moved on from (the topics, the entities of
-    an earlier kept step), none of the last step's: the model named a stop on the way, not where the plan ended."""
-    behind = [t.label for t in run.memory.strategic.topic_entities]
-    for cycle in run.memory.history:
-        if cycle.decision in (Decision.PROCEED, Decision.FINISH):
-            behind += [e.label for e in cycle.frontier]
-    last = [e.label for e in frontier]
-    passed = [name for name in behind if not any(same_name(name, end) for end in last)]
-    return bool(answers) and all(any(same_name(a, name) for name in passed) for a in answers)
+def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]) -> list[str] | None:
+    """The answers without the stops on the way, or None when none was named.
+
+    A stop is the question's topic entity or an entity of an earlier kept step that the last step moved on from:
+    the plan's own walk says the answer lies past it. Answers naming stops are dropped; when every answer names
+    one, the last step's entities (less the topics) answer instead. None also when the walk ended nowhere new.
+    """
+    topics = [t.label for t in run.memory.strategic.topic_entities]
+    ends = [e.label for e in frontier if not any(same_name(e.label, t) for t in topics)]
+    if not ends or not answers:
+        return None
+    earlier = [e.label for cycle in run.memory.history if cycle.decision in (Decision.PROCEED, Decision.FINISH)
+               for e in cycle.frontier]
+    stops = topics + [name for name in earlier if not any(same_name(name, end) for end in ends)]
+    kept = [a for a in answers if not any(same_name(a, stop) for stop in stops)]
+    if len(kept) == len(answers):
+        return None
+    return kept or ends
 
 
 def _link_answer(entities, answer: str) -> str | None:

@@ -72,10 +72,11 @@ class Thresholds(BaseModel):
     model reasons from); off: the facts alone, for a small model that copies a name from the plan lines (the
     embedded 270M model named the question's topic: WC-P2 30 of 35 with them, 34 of 35 without)"""
     redirect_walked_past: bool = False
-    """when every answer names the question's topic entity or an entity an earlier kept step moved on from, answer
-    the last step's entities instead: the plan's own walk says the answer lies past them. Off by default (a
-    capable planner may walk past its answer to check it); on in the embedded model's artifact, whose constrained
-    answer names the first entity it reads (PQ-2H 0.640 -> 0.920, benchmarks/compile_bench.py)"""
+    """answers naming the question's topic entity or an entity an earlier kept step moved on from are dropped, and
+    when every answer names one the last step's entities answer instead: the plan's own walk says the answer lies
+    past them. Off by default (a capable planner may walk past its answer to check it); on in the embedded model's
+    artifact, whose constrained answer names the first entity it reads (PQ-2H 0.640 -> 0.920,
+    benchmarks/compile_bench.py)"""
 
     def to_dict(self) -> dict:
         return self.model_dump()

@@ -322,6 +322,14 @@ def test_an_answer_naming_a_stop_on_the_way_is_redirected_to_where_the_walk_ende
     assert kept.answers and set(kept.answers) <= set(named) and not stages(kept, "answer.walked_past")
 
 
+def test_a_stop_named_beside_a_real_answer_is_dropped(films):
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+    mixed = dict(handlers, Answer=lambda inputs: {"answers": ["Film_one", "Bella"], "reasoning": "read from the facts"})
+    prediction, _ = run(films, mixed, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
+    assert prediction.answers == ["Bella"]
+    assert stages(prediction, "answer.walked_past")[0]["outputs"]["applied"] == ["Bella"]
+
+
 def test_an_answer_among_the_last_entities_is_never_redirected(films):
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     last = dict(handlers, Answer=lambda inputs: {"answers": ["Carl"], "reasoning": "read from the facts"})
