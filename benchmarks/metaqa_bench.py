@@ -19,7 +19,8 @@ in this KB), Hits@1 strict and by PoG's rule, F1, LM calls, tokens, seconds and 
 question. Every (row, hop) is a resumable run file under --runs (a killed run continues where it
 stopped; the embedded rows can be filled in later with the same command). The questions are a
 seeded sample of each test file (--n per hop, the same for every row). After the table, the
-instruments of the cuts (experiments/instruments.py) on the gold-path paper row.
+instruments of the cuts (experiments/instruments.py) on the gold-path paper row, and for the model and
+noisy rows the stage that lost each missed question (experiments/miss_stages.py).
 
     python benchmarks/metaqa_bench.py [--n 300] [--n-embedded 100] [--rows none gold-paper ...]
                                       [--threads 1] [--runs runs/metaqa] [--data ../shared/data]
@@ -194,6 +195,7 @@ def main() -> int:
     from ppoga_dspy.experiments.instruments import instrument_table, kb_hub_counter
     from ppoga_dspy.experiments.instruments import markdown as instruments_markdown
     from ppoga_dspy.experiments.metaqa import kb_index
+    from ppoga_dspy.experiments.miss_stages import markdown as miss_markdown
     from ppoga_dspy.kg import open_kg
 
     if not args.report_only:
@@ -204,6 +206,7 @@ def main() -> int:
               flush=True)
     table: dict[str, dict[int, dict]] = {}
     instrument_rows: list[dict] = []
+    misses: dict[str, list[dict]] = {}  # the rows whose misses are read stage by stage
     tests = {hop: load_dataset(f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_test.txt'}") for hop in args.hops}
     for row in args.rows:  # row by row: the first rows' figures are complete while later ones still run
         for hop in args.hops:
@@ -219,6 +222,8 @@ def main() -> int:
             print(f"{row} {hop}-hop: {table[row][hop]} ({time.perf_counter() - t0:.0f}s)", flush=True)
             if row == "gold-paper":
                 instrument_rows += rows
+            if row not in ("none", "gold-paper", "gold-fused"):
+                misses[f"{ROWS[row][0]}, {hop}-hop"] = rows
     print()
     print(markdown(table))
     if instrument_rows:
@@ -226,6 +231,10 @@ def main() -> int:
         print("Instruments of the cuts (gold-path, paper stages):")
         print(instruments_markdown(instrument_table(instrument_rows, kb_hub_counter(kb_index(data / "metaqa" /
                                                                                           "kb.txt")))))
+    if misses:
+        print()
+        print("Where the misses were lost (experiments/miss_stages.py, from each row's trace and gold path):")
+        print(miss_markdown(misses))
     if args.cwq_sample:
         print()
         print("CWQ sample (8 questions, each on its own Freebase subgraph):")

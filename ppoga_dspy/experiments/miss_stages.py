@@ -1,0 +1,74 @@
+"""Where a missed question was lost: the plan, the relation choice, the entity choice or the answer.
+
+A target missed on a benchmark says little until the trace says which stage lost the questions. For a
+question with a gold path (MetaQA's `metadata["path"]`, in menu form: `directed_by (reverse)`), read from
+what a run file holds, in the order the method meets them:
+- plan: the first plan's step objectives do not name the gold relations in order;
+- relation choice: the plan named them, but the relations SelectRelations chose, step after step, do not
+  follow the gold path (paper stages: the embedded and noisy rows);
+- entity choice: the gold relations were followed, yet no gold answer reached the evidence Answer read;
+- answer: a gold answer was in the evidence, and the answer named something else.
+Questions without a gold path are counted as `no gold path`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ppoga_dspy.experiments.instruments import _events, _evidence_text, _mentions
+
+STAGES = ("plan", "relation choice", "entity choice", "answer")
+
+
+def _names(key: str, text: str) -> bool:
+    """Whether a step's text names the relation key, a forward key not standing for its reverse."""
+    if key.endswith(" (reverse)"):
+        return key in text
+    return key in text.replace(f"{key} (reverse)", "")
+
+
+def _in_order(path: list[str], texts: list[str], match) -> bool:
+    """Whether the path's keys are matched by the texts in order (a text may be skipped: a retry, an extra step)."""
+    found = 0
+    for text in texts:
+        if found < len(path) and match(path[found], text):
+            found += 1
+    return found == len(path)
+
+
+def lost_at(row: dict[str, Any]) -> str | None:
+    """The stage that lost a missed question (see the module doc); None for a question answered right."""
+    if (row.get("metrics") or {}).get("hits@1"):
+        return None
+    path = list((row.get("metadata") or {}).get("path") or [])
+    if not path:
+        return "no gold path"
+    plans = _events(row, "decompose") or _events(row, "decompose_predict")
+    objectives = [str(step.get("objective", "")) for step in ((plans[0].get("outputs") or {}).get("steps") or [])
+                  ] if plans else []
+    if not _in_order(path, objectives, _names):
+        return "plan"
+    chosen = [list((e.get("outputs") or {}).get("relations") or [])
+              for e in row.get("trace") or [] if e.get("stage") in ("select_relations", "select_relation_pairs")]
+    if not _in_order(path, [" | ".join(map(str, c)) for c in chosen], lambda key, text: key in text.split(" | ")):
+        return "relation choice"
+    if not _mentions(_evidence_text(row), list(row.get("gold") or [])):
+        return "entity choice"
+    return "answer"
+
+
+def loss_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Missed questions per stage, in the method's order (stages with none included as 0)."""
+    counts = Counter(stage for stage in map(lost_at, rows) if stage)
+    return {stage: counts.get(stage, 0) for stage in (*STAGES, "no gold path") if stage in STAGES or counts[stage]}
+
+
+def markdown(cells: dict[str, list[dict[str, Any]]]) -> str:
+    """One line per (row, hops) label: questions, misses, and the misses by the stage that lost them."""
+    lines = ["| rows | n | missed | " + " | ".join(STAGES) + " |", "|" + "---|" * (len(STAGES) + 3)]
+    for label, rows in cells.items():
+        counts = loss_counts(rows)
+        missed = sum(counts.values())
+        lines.append(f"| {label} | {len(rows)} | {missed} | " + " | ".join(str(counts[s]) for s in STAGES) + " |")
+    return "\n".join(lines)
