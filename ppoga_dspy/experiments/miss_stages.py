@@ -17,15 +17,9 @@ from collections import Counter
 from typing import Any
 
 from ppoga_dspy.experiments.instruments import _events, _evidence_text, _mentions
+from ppoga_dspy.method.gating import names_relation
 
 STAGES = ("plan", "relation choice", "entity choice", "answer")
-
-
-def _names(key: str, text: str) -> bool:
-    """Whether a step's text names the relation key, a forward key not standing for its reverse."""
-    if key.endswith(" (reverse)"):
-        return key in text
-    return key in text.replace(f"{key} (reverse)", "")
 
 
 def _in_order(path: list[str], texts: list[str], match) -> bool:
@@ -47,7 +41,7 @@ def lost_at(row: dict[str, Any]) -> str | None:
     plans = _events(row, "decompose") or _events(row, "decompose_predict")
     objectives = [str(step.get("objective", "")) for step in ((plans[0].get("outputs") or {}).get("steps") or [])
                   ] if plans else []
-    if not _in_order(path, objectives, _names):
+    if not _in_order(path, objectives, names_relation):
         return "plan"
     chosen = [list((e.get("outputs") or {}).get("relations") or [])
               for e in row.get("trace") or [] if e.get("stage") in ("select_relations", "select_relation_pairs")]

@@ -402,6 +402,8 @@ class Executor(dspy.Module):
         if gated is not None:
             return gated
         shown_names = [relation_key(r) for r in shown]
+        if (named := gating.named(run, Stage.SELECT_RELATIONS, objective, shown_names, entity=entity.id)) is not None:
+            return [shown[i] for i in named]
         prediction = run.call(
             Stage.SELECT_RELATIONS, Role.EXECUTOR, self.select_relations,
             question=question, step=objective, entity=entity.describe(), candidates=shown_names,

@@ -4,7 +4,9 @@ With one candidate there is nothing to choose. With `Thresholds.gate_margin` set
 ranking whose best candidate beats the second by more than the margin is taken as decisive and the
 best candidate is used. Either way the call saved is counted (`Costs.gated`, so reports show calls
 saved) and the trace notes "<stage>.gated" with the reason; the margin is off by default, so paper
-reproduction asks the model at every real choice.
+reproduction asks the model at every real choice. With `Thresholds.gate_named_relation`, a step whose
+objective names menu relations verbatim ("follow relation written_by") follows them without SelectRelations:
+the Planner has already chosen, and a tiny Executor model only gets it wrong.
 """
 
 from __future__ import annotations
@@ -32,3 +34,23 @@ def decisive(run: QuestionRun, stage: Stage, scores: list[float], chosen: str, *
     run.costs.add_gated(stage)
     run.note(f"{stage}.gated", reason="margin", chosen=chosen, margin=round(scores[0] - scores[1], 4), **where)
     return True
+
+
+def names_relation(key: str, text: str) -> bool:
+    """Whether `text` names the relation `key` verbatim, a forward key not standing for its reverse."""
+    if key.endswith(" (reverse)"):
+        return key in text
+    return key in text.replace(f"{key} (reverse)", "")
+
+
+def named(run: QuestionRun, stage: Stage, objective: str, keys: list[str], **where: str) -> list[int] | None:
+    """The menu positions of the relations the step's objective names (`gate_named_relation`), recorded when the
+    names settle the choice: at least one and no more than `relations_per_step`; else None (the model is asked)."""
+    if not run.thresholds.gate_named_relation:
+        return None
+    found = [i for i, key in enumerate(keys) if names_relation(key, objective)]
+    if not found or len(found) > run.thresholds.relations_per_step:
+        return None
+    run.costs.add_gated(stage)
+    run.note(f"{stage}.gated", reason="named by the step", chosen=[keys[i] for i in found], **where)
+    return found

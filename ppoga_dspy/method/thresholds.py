@@ -54,6 +54,11 @@ class Thresholds(BaseModel):
     gate_margin: float | None = Field(None, ge=0.0, le=2.0)
     """gated choices: no LM call when the best candidate's embedding similarity beats the second's by more than
     this (the best is taken); None: never gate on the margin (a single candidate never needs a call)"""
+    gate_named_relation: bool = False
+    """gated relation choices: a step whose objective names menu relations verbatim ("follow relation written_by")
+    follows them without SelectRelations (the Planner has chosen). Off by default, so paper reproduction asks the
+    Executor; on in the embedded model's artifact, whose SelectRelations strayed from relations its own plan named
+    (MetaQA 2-hop: 8 of 12 misses)"""
     use_prediction: bool = True
     """ablation: predict each step's outcome before acting"""
     use_path_correction: bool = True
@@ -86,6 +91,8 @@ class Thresholds(BaseModel):
         return cls.model_validate(data or {})
 
 
-#: The answer guards of a tiny model that copies its demos: what the shipped embedded artifact carries, and what
-#: the benchmarks' embedded rows set (`--set answer_reads_plan=false --set redirect_walked_past=true`).
-SMALL_MODEL_GUARDS: dict[str, str] = {"answer_reads_plan": "false", "redirect_walked_past": "true"}
+#: The guards of a tiny model that copies its demos: what the shipped embedded artifact carries, and what the
+#: benchmarks' embedded rows set (`--set answer_reads_plan=false --set redirect_walked_past=true
+#: --set gate_named_relation=true`).
+SMALL_MODEL_GUARDS: dict[str, str] = {"answer_reads_plan": "false", "redirect_walked_past": "true",
+                                      "gate_named_relation": "true"}

@@ -43,8 +43,13 @@ def _plain(value: Any) -> Any:
 
 
 def teacher_program(program: Any, teacher_lm: Any | None) -> Any:
-    """A copy of `program` whose roles all use the teacher (the student's own LMs when `teacher_lm` is None)."""
+    """A copy of `program` whose roles all use the teacher (the student's own LMs when `teacher_lm` is None).
+
+    The teacher asks at every choice (no gating): a gated choice makes no call and leaves no demo, and the
+    student needs that stage's demos for the choices its gates do not settle.
+    """
     clone = program.deepcopy()
+    clone.thresholds = clone.thresholds.model_copy(update={"gate_margin": None, "gate_named_relation": False})
     if teacher_lm is not None:
         clone.role_lms = {"planner": teacher_lm, "executor": teacher_lm}
     return clone

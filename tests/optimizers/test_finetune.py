@@ -79,3 +79,14 @@ def test_a_missing_adapter_folder_is_an_artifact_error(demo_kg, tmp_path):
     artifact.save(tmp_path / "ft.json")
     with pytest.raises(ArtifactError, match="gone.adapter"):
         load_artifact(tmp_path / "ft.json").apply(program)
+
+
+def test_the_teacher_asks_every_choice_a_gated_student_skips(demo_kg):
+    """A student gated on named relations still gets SelectRelations demos: the teacher runs ungated."""
+    from ppoga_dspy.method.thresholds import Thresholds
+
+    train = load_dataset("demo", split="train")[:3]
+    program = PPoGA(demo_kg, thresholds=Thresholds(gate_named_relation=True, gate_margin=0.0))
+    traces = collect_traces(program, train, teacher_lm=oracle_lm(train))
+    assert any(s.predictor == "executor.select_relations" for t in traces for s in t.stages)
+    assert program.thresholds.gate_named_relation  # the student keeps its gates

@@ -336,6 +336,20 @@ def test_an_answer_among_the_last_entities_is_never_redirected(films):
     prediction, _ = run(films, last, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
     assert prediction.answers == ["Carl"] and not stages(prediction, "answer.walked_past")
 
+
+def test_a_relation_the_step_names_is_followed_without_select_relations_when_gated(films):
+    """`gate_named_relation` (the embedded artifact's setting): the plan's "follow relation starred_actors ..." settles
+    the choice; a SelectRelations that would stray is never asked. Off, the Executor's choice is the model's."""
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+    astray = dict(handlers, SelectRelations=lambda inputs: {"relations": ["directed_by (reverse)"]})
+    gated, engine = run(films, astray, question=CO_ACTORS, topics={"Xavier": "Xavier"}, gate_named_relation=True)
+    assert sorted(gated.answers) == ["Bella", "Carl"]
+    assert engine.calls["SelectRelations"] == 0
+    notes = stages(gated, "select_relations.gated")
+    assert "named by the step" in {n["outputs"]["reason"] for n in notes}
+    asked, engine = run(films, astray, question=CO_ACTORS, topics={"Xavier": "Xavier"})
+    assert engine.calls["SelectRelations"] > 0 and sorted(asked.answers) != ["Bella", "Carl"]
+
 BORN = "Where was the director of Inception born?"
 BORN_GOLD = {BORN: {"relations": ["directed_by", "place_of_birth"], "entities": ["Christopher_Nolan"],
                     "answers": ["London"]}}
