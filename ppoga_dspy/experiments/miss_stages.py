@@ -4,8 +4,8 @@ A target missed on a benchmark says little until the trace says which stage lost
 question with a gold path (MetaQA's `metadata["path"]`, in menu form: `directed_by (reverse)`), read from
 what a run file holds, in the order the method meets them:
 - plan: the first plan's step objectives do not name the gold relations in order;
-- relation choice: the plan named them, but the relations SelectRelations chose, step after step, do not
-  follow the gold path (paper stages: the embedded and noisy rows);
+- relation choice: the plan named them, but the relations chosen step after step (by SelectRelations or a
+  gate) do not follow the gold path (paper stages: the embedded and noisy rows);
 - entity choice: the gold relations were followed, yet no gold answer reached the evidence Answer read;
 - answer: a gold answer was in the evidence, and the answer named something else.
 Questions without a gold path are counted as `no gold path`.
@@ -20,6 +20,15 @@ from ppoga_dspy.experiments.instruments import _events, _evidence_text, _mention
 from ppoga_dspy.method.gating import names_relation
 
 STAGES = ("plan", "relation choice", "entity choice", "answer")
+#: The trace events that record a relation choice: the model's, and the gated ones (one candidate, a margin, a
+#: relation the step named).
+CHOICE_EVENTS = ("select_relations", "select_relations.gated")
+
+
+def _chosen(event: dict[str, Any]) -> list[str]:
+    outputs = event.get("outputs") or {}
+    chosen = outputs.get("relations", outputs.get("chosen")) or []
+    return [chosen] if isinstance(chosen, str) else list(chosen)
 
 
 def _in_order(path: list[str], texts: list[str], match) -> bool:
@@ -43,8 +52,7 @@ def lost_at(row: dict[str, Any]) -> str | None:
                   ] if plans else []
     if not _in_order(path, objectives, names_relation):
         return "plan"
-    chosen = [list((e.get("outputs") or {}).get("relations") or [])
-              for e in row.get("trace") or [] if e.get("stage") in ("select_relations", "select_relation_pairs")]
+    chosen = [_chosen(e) for e in row.get("trace") or [] if e.get("stage") in CHOICE_EVENTS]
     if not _in_order(path, [" | ".join(map(str, c)) for c in chosen], lambda key, text: key in text.split(" | ")):
         return "relation choice"
     if not _mentions(_evidence_text(row), list(row.get("gold") or [])):

@@ -27,6 +27,15 @@ def test_a_right_plan_with_an_off_path_choice_loses_it_at_the_relation_choice():
     assert lost_at(_row(chosen=(["directed_by"], ["directed_by (reverse)"], ["written_by"]))) == "answer"
 
 
+def test_a_gated_choice_counts_as_a_choice():
+    row = _row(chosen=())
+    row["trace"][1:1] = [{"stage": "select_relations.gated", "outputs": {"reason": "one candidate",
+                                                                         "chosen": "directed_by (reverse)"}},
+                         {"stage": "select_relations.gated", "outputs": {"reason": "named by the step",
+                                                                         "chosen": ["written_by"]}}]
+    assert lost_at(row) == "answer"
+
+
 def test_the_gold_answer_missing_from_the_evidence_is_an_entity_choice_loss():
     assert lost_at(_row(evidence=("(Rich and Famous, written_by, John Van Druten)",))) == "entity choice"
 
