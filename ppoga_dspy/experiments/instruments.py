@@ -46,11 +46,11 @@ def gold_layers(metadata: dict[str, Any]) -> tuple[list[str], list[set[str]]]:
     return keys, layers
 
 
-def _events(row: dict[str, Any], stage: str) -> list[dict[str, Any]]:
+def trace_events(row: dict[str, Any], stage: str) -> list[dict[str, Any]]:
     return [e for e in row.get("trace") or [] if e.get("stage") == stage]
 
 
-def _evidence_text(row: dict[str, Any]) -> str:
+def evidence_text(row: dict[str, Any]) -> str:
     """The text the answer was read from: Answer's evidence, else the last fused judgement's facts; a row that
     keeps no prompts (the default, `ppoga eval` without --keep-prompts) gives the reasoning chains it kept."""
     for event in reversed(row.get("trace") or []):
@@ -64,7 +64,7 @@ def _evidence_text(row: dict[str, Any]) -> str:
                      if isinstance(fact, dict) and "head" in fact and "tail" in fact)
 
 
-def _mentions(text: str, names: list[str]) -> bool:
+def mentions(text: str, names: list[str]) -> bool:
     folded = f" {normalize_name(text)} "
     return any(f" {normalize_name(n)} " in folded for n in names if normalize_name(n))
 
@@ -72,9 +72,9 @@ def _mentions(text: str, names: list[str]) -> bool:
 def measure_row(row: dict[str, Any], hub_of: Any = None) -> dict[str, Any]:
     """One question's instruments (see the module doc). `hub_of(entity, relation_key)` -> neighbour count, optional."""
     meta = row.get("metadata") or {}
-    menus = [e.get("outputs") or {} for e in _events(row, "relations.menu")]
-    groups = [e.get("outputs") or {} for e in _events(row, "entities.pruned")]
-    through = [e.get("outputs") or {} for e in _events(row, "mediators.read_through")]
+    menus = [e.get("outputs") or {} for e in trace_events(row, "relations.menu")]
+    groups = [e.get("outputs") or {} for e in trace_events(row, "entities.pruned")]
+    through = [e.get("outputs") or {} for e in trace_events(row, "mediators.read_through")]
     gold = list(row.get("gold") or [])
     out: dict[str, Any] = {
         "hops": meta.get("hops"), "dataset": meta.get("dataset"), "type": meta.get("type"),
@@ -84,7 +84,7 @@ def measure_row(row: dict[str, Any], hub_of: Any = None) -> dict[str, Any]:
         "groups": len(groups), "before": [g.get("before", 0) for g in groups], "after": [g.get("after", 0)
                                                                                      for g in groups],
         "mediators": sum(int(t.get("mediators") or 0) for t in through),
-        "answer_in_evidence": _mentions(_evidence_text(row), gold) if gold else None,
+        "answer_in_evidence": mentions(evidence_text(row), gold) if gold else None,
         "answer_reached": bool(set(meta.get("gold_ids") or [])
                                & {k for g in groups for k in g.get("kept") or []})
         or any(normalize_name(k) in {normalize_name(a) for a in gold} for g in groups for k in g.get("kept") or []),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ppoga_dspy.experiments.instruments import _events, _evidence_text, _mentions
+from ppoga_dspy.experiments.instruments import evidence_text, mentions, trace_events
 from ppoga_dspy.method.gating import names_relation
 
 STAGES = ("plan", "relation choice", "entity choice", "answer")
@@ -31,11 +31,11 @@ def _chosen(event: dict[str, Any]) -> list[str]:
     return [chosen] if isinstance(chosen, str) else list(chosen)
 
 
-def _in_order(path: list[str], texts: list[str], match) -> bool:
-    """Whether the path's keys are matched by the texts in order (a text may be skipped: a retry, an extra step)."""
+def _in_order(path: list[str], items: list, match) -> bool:
+    """Whether the path's keys are matched by the items in order (an item may be skipped: a retry, an extra step)."""
     found = 0
-    for text in texts:
-        if found < len(path) and match(path[found], text):
+    for item in items:
+        if found < len(path) and match(path[found], item):
             found += 1
     return found == len(path)
 
@@ -47,15 +47,15 @@ def lost_at(row: dict[str, Any]) -> str | None:
     path = list((row.get("metadata") or {}).get("path") or [])
     if not path:
         return "no gold path"
-    plans = _events(row, "decompose") or _events(row, "decompose_predict")
+    plans = trace_events(row, "decompose") or trace_events(row, "decompose_predict")
     objectives = [str(step.get("objective", "")) for step in ((plans[0].get("outputs") or {}).get("steps") or [])
                   ] if plans else []
     if not _in_order(path, objectives, names_relation):
         return "plan"
     chosen = [_chosen(e) for e in row.get("trace") or [] if e.get("stage") in CHOICE_EVENTS]
-    if not _in_order(path, [" | ".join(map(str, c)) for c in chosen], lambda key, text: key in text.split(" | ")):
+    if not _in_order(path, chosen, lambda key, choice: key in choice):
         return "relation choice"
-    if not _mentions(_evidence_text(row), list(row.get("gold") or [])):
+    if not mentions(evidence_text(row), list(row.get("gold") or [])):
         return "entity choice"
     return "answer"
 
@@ -63,7 +63,7 @@ def lost_at(row: dict[str, Any]) -> str | None:
 def loss_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     """Missed questions per stage, in the method's order (stages with none included as 0)."""
     counts = Counter(stage for stage in map(lost_at, rows) if stage)
-    return {stage: counts.get(stage, 0) for stage in (*STAGES, "no gold path") if stage in STAGES or counts[stage]}
+    return {stage: counts[stage] for stage in STAGES} | {k: n for k, n in counts.items() if k not in STAGES}
 
 
 def markdown(cells: dict[str, list[dict[str, Any]]]) -> str:
