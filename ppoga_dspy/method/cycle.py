@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ppoga_dspy.kg.base import Entity, Triple
+from ppoga_dspy.method.bridging import bridges, refocus
 from ppoga_dspy.method.executor import Observation
+from ppoga_dspy.method.gating import relation_names
 from ppoga_dspy.method.memory import PlanStepState, StepCycle
 from ppoga_dspy.method.planner import Menus
 from ppoga_dspy.method.question_run import QuestionRun
@@ -101,6 +103,14 @@ class Walk:
             self.earlier.pop()
         return []
 
+    def take(self, entities: list[Entity]) -> None:
+        """Make these of the last step's other candidates the frontier, in place of what that step kept."""
+        rest, chains = self.earlier[-1]
+        ids = {e.id for e in entities}
+        self.earlier[-1] = ([e for e in rest if e.id not in ids], chains)
+        self.frontier = list(entities)
+        self.chains.update({e.id: chains[e.id] for e in entities})
+
 
 @dataclass
 class CycleState:
@@ -121,6 +131,7 @@ class StepLoop:
         self.walk = Walk.start(topics)
         self.state = CycleState()
         self.written: tuple[list[str], str] | None = None  # fused: the answer the finishing evaluation wrote
+        self.bridged: set[int] = set()  # the plan steps already done again past a bridge (bridging.py), by id
 
     @property
     def plan(self) -> list[PlanStepState]:
@@ -214,6 +225,8 @@ class StepLoop:
         carried, step.relations = (step.relations if step.attempts == 0 else None), None
         if step.action == StepAction.MEMORY:
             return self.recall()
+        if step.action == StepAction.EXPLORE:
+            self.refocus(step)
         frontier, within, chains = self.walk.frontier, None, self.walk.chains
         if step.action == StepAction.INTERSECT:
             frontier, within = self.intersect_sources()
@@ -224,6 +237,18 @@ class StepLoop:
             chains=chains, step=self.state.index, intersect=step.action == StepAction.INTERSECT,
             within=within, carried=carried,
         )
+
+    def refocus(self, step: PlanStepState) -> None:
+        """`bridge_named_relation`: when no frontier entity has a relation the step names, the last step's other
+        candidates that have it become the frontier (bridging.py)."""
+        if not self.run.thresholds.bridge_named_relation or not self.walk.earlier or self.state.index == 0:
+            return
+        taken = refocus(self.run, self.walk.frontier, self.walk.earlier[-1][0], relation_names(step.objective))
+        if taken:
+            self.run.note("bridge.frontier", step=self.state.index, left=[e.id for e in self.walk.frontier],
+                          frontier=[e.to_dict() for e in taken])
+            self.walk.take(taken)
+            self.plan[self.state.index - 1].outcome = "found " + ", ".join(e.label for e in taken)
 
     def recall(self) -> Observation:
         """A memory step (compare, count, pick): the Planner reads what is known; the Executor is not called."""
@@ -275,7 +300,8 @@ class StepLoop:
         step = self.plan[self.state.index]
         decision = Decision(cycle.decision)
         if decision in (Decision.PROCEED, Decision.FINISH):
-            self.proceed(step, observation, finish=decision is Decision.FINISH)
+            finish = decision is Decision.FINISH and not self.carry_bridge(step, cycle, observation)
+            self.proceed(step, observation, finish=finish)
         elif decision is Decision.CORRECT_PATH:
             self.correct_path(step, observation)
         else:
@@ -293,6 +319,25 @@ class StepLoop:
             self.state.done = True
         else:
             self.state.index += 1
+
+    def carry_bridge(self, step: PlanStepState, cycle: StepCycle, observation: Observation) -> bool:
+        """`bridge_named_relation`: a step that followed none of the relations it names, whose entities have one,
+        was a bridge; the same objective is put after it (once, within `max_depth`) and the walk goes on there."""
+        th = self.run.thresholds
+        if (not th.bridge_named_relation or step.action != StepAction.EXPLORE or id(step) in self.bridged
+                or len(self.plan) >= th.max_depth):
+            return False
+        names = relation_names(step.objective)
+        if not bridges(self.run, names, cycle.paths, observation.frontier):
+            return False
+        again = PlanStepState(objective=step.objective, expected_outcome=step.expected_outcome, action=step.action)
+        self.bridged.update({id(step), id(again)})
+        self.plan.insert(self.state.index + 1, again)
+        self.run.note("bridge.carried", step=self.state.index, named=names, decision=cycle.decision,
+                      followed=[list(p) for p in cycle.paths])
+        cycle.decision = Decision.PROCEED
+        self.written = None  # fused: an answer written at the bridge is not the walk's end
+        return True
 
     def correct_path(self, step: PlanStepState, observation: Observation) -> None:
         """Path correction: the same step again, avoiding what failed (`Observation.failed_parts`): the entity

@@ -11,6 +11,9 @@ the Planner has already chosen, and a tiny Executor model only gets it wrong.
 
 from __future__ import annotations
 
+import re
+from difflib import SequenceMatcher
+
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.vocabulary import Stage
 
@@ -36,11 +39,36 @@ def decisive(run: QuestionRun, stage: Stage, scores: list[float], chosen: str, *
     return True
 
 
+#: A relation's name as a plan writes it: an identifier with `_` or `.` inside ("written_by",
+#: "people.person.place_of_birth"), "(reverse)" after it for the other direction.
+_NAME = re.compile(r"(?<![\w.])([A-Za-z]\w+(?:[._]\w+)+)(\s*\(reverse\))?")
+#: How close a written name must be to a menu key to name it (difflib's ratio): a letter added or dropped in a
+#: long name ("released_year" for "release_year"), never another relation of the same vocabulary.
+CLOSE_NAME = 0.9
+
+
+def relation_names(text: str) -> list[str]:
+    """The relation keys `text` writes, in menu form ("written_by", "written_by (reverse)")."""
+    return [name + (" (reverse)" if reverse else "") for name, reverse in _NAME.findall(text)]
+
+
 def names_relation(key: str, text: str) -> bool:
-    """Whether `text` names the relation `key` verbatim, a forward key not standing for its reverse."""
+    """Whether `text` names the relation `key`: verbatim, or as a name a letter or two away in the same direction
+    (a small model's "released_year"); a forward key never stands for its reverse."""
     if key.endswith(" (reverse)"):
-        return key in text
-    return key in text.replace(f"{key} (reverse)", "")
+        if key in text:
+            return True
+    elif key in text.replace(f"{key} (reverse)", ""):
+        return True
+    return any(close_names(key, name) for name in relation_names(text))
+
+
+def close_names(key: str, name: str) -> bool:
+    """Whether two relation keys name the same relation, one a letter or two off, the directions the same."""
+    reverse = " (reverse)"
+    if key.endswith(reverse) != name.endswith(reverse):
+        return False
+    return SequenceMatcher(None, key.removesuffix(reverse), name.removesuffix(reverse)).ratio() >= CLOSE_NAME
 
 
 def named(run: QuestionRun, stage: Stage, objective: str, keys: list[str], **where: str) -> list[int] | None:

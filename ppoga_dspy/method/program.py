@@ -20,7 +20,7 @@ from ppoga_dspy.kg.base import Entity, KGError, KnowledgeGraph, Triple
 from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
 from ppoga_dspy.method.executor import Executor
-from ppoga_dspy.method.memory import Memory, StrategicMemory
+from ppoga_dspy.method.memory import Memory, StepCycle, StrategicMemory
 from ppoga_dspy.method.planner import Menus, Planner, answer_context
 from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
@@ -242,21 +242,40 @@ class PPoGA(dspy.Module):
 def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]) -> list[str] | None:
     """The answers without the stops on the way, or None when none was named.
 
-    A stop is the question's topic entity or an entity of an earlier kept step that the last step moved on from:
-    the plan's own walk says the answer lies past it. Answers naming stops are dropped; when every answer names
-    one, the last step's entities (less the topics) answer instead. None also when the walk ended nowhere new.
+    A stop is the question's topic entity or an entity the walk reached and moved on from: an earlier step's (kept
+    or not, as Answer reads both in the facts) or what the last graph step explored from. The plan's own walk says
+    the answer lies past it. Answers naming stops are dropped; when every answer names one, the last step's
+    entities (less the topics) answer instead. None also when the walk ended nowhere new.
     """
     topics = [t.label for t in run.memory.strategic.topic_entities]
     ends = [e.label for e in frontier if not any(same_name(e.label, t) for t in topics)]
     if not ends or not answers:
         return None
-    earlier = [e.label for cycle in run.memory.history if cycle.decision in (Decision.PROCEED, Decision.FINISH)
-               for e in cycle.frontier]
-    stops = topics + [name for name in earlier if not any(same_name(name, end) for end in ends)]
+    walked = _walked(run.memory.history)
+    arrived = list(ends)  # where the walk ended: the last graph step's entities, kept or not
+    if walked:
+        sources = {path[0] for path in walked[-1].paths}
+        arrived += [x.label for t in walked[-1].triples for x in (t.head, t.tail) if x.id not in sources]
+    earlier = [e.label for cycle in walked for e in cycle.frontier] + [
+        x.label for cycle in walked for t in cycle.triples for x in (t.head, t.tail)]
+    stops = topics + [name for name in earlier if not any(same_name(name, end) for end in arrived)]
     kept = [a for a in answers if not any(same_name(a, stop) for stop in stops)]
     if len(kept) == len(answers):
         return None
     return kept or ends
+
+
+def _walked(history: list[StepCycle]) -> list[StepCycle]:
+    """The cycles of the current plan that kept what they reached, the last one a graph step (it has facts)."""
+    walked: list[StepCycle] = []
+    for cycle in history:
+        if cycle.decision == Decision.REPLAN:
+            walked = []  # a new plan walks again from the topics
+        elif cycle.decision in (Decision.PROCEED, Decision.FINISH):
+            walked.append(cycle)
+    while walked and not walked[-1].triples:  # a memory step reads what is known: it reached nothing itself
+        walked.pop()
+    return walked
 
 
 def _link_answer(entities, answer: str) -> str | None:

@@ -59,6 +59,12 @@ class Thresholds(BaseModel):
     follows them without SelectRelations (the Planner has chosen). Off by default, so paper reproduction asks the
     Executor; on in the embedded model's artifact, whose SelectRelations strayed from relations its own plan named
     (MetaQA 2-hop: 8 of 12 misses)"""
+    bridge_named_relation: bool = False
+    """a step whose objective names a relation its frontier does not have: the last step's other candidates that
+    have it become the frontier; and a step that followed none of the relations it names, whose entities have one,
+    is done again from them, once (the plan skipped a hop). Off by default (the Planner's plan is followed as
+    written); on in the embedded model's artifact, whose plans dropped the middle hop of MetaQA 3-hop questions
+    (11 of 29 misses) and kept films without the language a step asked for (method/bridging.py)"""
     use_prediction: bool = True
     """ablation: predict each step's outcome before acting"""
     use_path_correction: bool = True
@@ -77,7 +83,8 @@ class Thresholds(BaseModel):
     model reasons from); off: the facts alone, for a small model that copies a name from the plan lines (the
     embedded 270M model named the question's topic: WC-P2 30 of 35 with them, 34 of 35 without)"""
     redirect_walked_past: bool = False
-    """answers naming the question's topic entity or an entity an earlier kept step moved on from are dropped, and
+    """answers naming the question's topic entity or an entity an earlier step reached and the walk moved on from
+    (kept or not: Answer reads both in the facts) are dropped, and
     when every answer names one the last step's entities answer instead: the plan's own walk says the answer lies
     past them. Off by default (a capable planner may walk past its answer to check it); on in the embedded model's
     artifact, whose constrained answer names the first entity it reads (PQ-2H 0.640 -> 0.920,
@@ -93,6 +100,6 @@ class Thresholds(BaseModel):
 
 #: The guards of a tiny model that copies its demos: what the shipped embedded artifact carries, and what the
 #: benchmarks' embedded rows set (`--set answer_reads_plan=false --set redirect_walked_past=true
-#: --set gate_named_relation=true`).
+#: --set gate_named_relation=true --set bridge_named_relation=true`).
 SMALL_MODEL_GUARDS: dict[str, str] = {"answer_reads_plan": "false", "redirect_walked_past": "true",
-                                      "gate_named_relation": "true"}
+                                      "gate_named_relation": "true", "bridge_named_relation": "true"}

@@ -46,10 +46,12 @@ def teacher_program(program: Any, teacher_lm: Any | None) -> Any:
     """A copy of `program` whose roles all use the teacher (the student's own LMs when `teacher_lm` is None).
 
     The teacher asks at every choice (no gating): a gated choice makes no call and leaves no demo, and the
-    student needs that stage's demos for the choices its gates do not settle.
+    student needs that stage's demos for the choices its gates do not settle. It follows its plan as written (no
+    bridging): its plans name each hop.
     """
     clone = program.deepcopy()
-    clone.thresholds = clone.thresholds.model_copy(update={"gate_margin": None, "gate_named_relation": False})
+    clone.thresholds = clone.thresholds.model_copy(update={"gate_margin": None, "gate_named_relation": False,
+                                                                "bridge_named_relation": False})
     if teacher_lm is not None:
         clone.role_lms = {"planner": teacher_lm, "executor": teacher_lm}
     return clone

@@ -13,7 +13,7 @@ from ppoga_dspy.experiments.gold_path import oracle_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.optimizers.artifact import Artifact, load_artifact
 from ppoga_dspy.optimizers.finetune import adapter_folder_for, finetune_artifact, train_lora, training_pairs
-from ppoga_dspy.optimizers.traces import collect_traces
+from ppoga_dspy.optimizers.traces import collect_traces, teacher_program
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,10 @@ def test_the_teacher_asks_every_choice_a_gated_student_skips(demo_kg):
     from ppoga_dspy.method.thresholds import Thresholds
 
     train = load_dataset("demo", split="train")[:3]
-    program = PPoGA(demo_kg, thresholds=Thresholds(gate_named_relation=True, gate_margin=0.0))
+    program = PPoGA(demo_kg, thresholds=Thresholds(gate_named_relation=True, gate_margin=0.0,
+                                                   bridge_named_relation=True))
     traces = collect_traces(program, train, teacher_lm=oracle_lm(train))
     assert any(s.predictor == "executor.select_relations" for t in traces for s in t.stages)
     assert program.thresholds.gate_named_relation  # the student keeps its gates
+    assert program.thresholds.bridge_named_relation
+    assert not teacher_program(program, None).thresholds.bridge_named_relation  # the teacher follows its plan

@@ -293,7 +293,7 @@ def test_the_planner_reads_the_choice_rationale_the_caps_left_and_the_plan_at_th
 
 
 def test_answer_reads_the_facts_alone_when_the_plan_lines_are_switched_off(films):
-    """`answer_reads_plan=false` (the embedded artifact's setting): Answer's evidence is the facts, nothing above them."""
+    """`answer_reads_plan=false` (the embedded artifact's setting): Answer's evidence is the facts alone."""
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     seen: list[dict] = []
 
@@ -328,6 +328,17 @@ def test_a_stop_named_beside_a_real_answer_is_dropped(films):
     prediction, _ = run(films, mixed, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
     assert prediction.answers == ["Bella"]
     assert stages(prediction, "answer.walked_past")[0]["outputs"]["applied"] == ["Bella"]
+
+
+def test_a_candidate_the_walk_passed_over_is_a_stop_too(films):
+    """Answer reads every fact a step reached, kept or not: a film the first step reached and did not keep is no
+    answer to "who starred with" either."""
+    handlers = gold_path_handlers(CO_ACTORS_GOLD)
+    passed = dict(handlers, Answer=lambda inputs: {"answers": ["Film_two"], "reasoning": "read from the facts"})
+    prediction, _ = run(films, passed, question=CO_ACTORS, topics={"Xavier": "Xavier"}, entities_per_step=1,
+                        redirect_walked_past=True)
+    assert prediction.answers and "Film_two" not in prediction.answers
+    assert stages(prediction, "answer.walked_past")
 
 
 def test_an_answer_among_the_last_entities_is_never_redirected(films):

@@ -1,0 +1,69 @@
+"""Bridging: a plan step that names a relation its frontier does not have.
+
+A small planner names relations in its steps, yet copies a neighbouring demo's plan and drops a hop ("films that
+share writers with X, released when": written_by, then release_year, without the writers' other films between),
+or the step before kept entities the named relation does not leave from (three films, none with a language).
+The step then follows whatever its menu offers and the walk ends one hop short or on the wrong kind of entity.
+With `Thresholds.bridge_named_relation` (off by default, on in the embedded model's artifact) the graph says
+which, and the plan's own words say where to go:
+
+- before the step acts (`refocus`): when no frontier entity has a relation the step names, the last step's other
+  candidates that have it become the frontier (PoG's backtracking, told what to look for);
+- after the step proceeds (`bridges`): when it followed none of the relations it names and the entities it
+  reached have one, the step was a bridge; the loop does it again from there, once.
+
+Both are traced ("bridge.frontier", "bridge.carried") and cost KG queries only (a relation list per entity,
+memoised per question), never an LM call.
+"""
+
+from __future__ import annotations
+
+from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError
+from ppoga_dspy.method.gating import close_names
+from ppoga_dspy.method.memory import relation_key
+from ppoga_dspy.method.question_run import QuestionRun
+
+REVERSE = " (reverse)"
+
+
+def has_named(run: QuestionRun, entity: Entity, names: list[str]) -> bool:
+    """Whether the entity has one of the named relations in the named direction (a KG that cannot say: no)."""
+    for direction in {Direction.IN if name.endswith(REVERSE) else Direction.OUT for name in names}:
+        try:
+            keys = [relation_key(r) for r in run.tools.relations(entity.id, direction)]
+        except KGUnavailableError:
+            raise
+        except KGError:
+            continue
+        if any(close_names(key, name) for key in keys for name in names):
+            return True
+    return False
+
+
+def followed(paths: list[tuple[str, str, str]], names: list[str]) -> bool:
+    """Whether the step's paths (entity, relation, direction) followed one of the named relations."""
+    keys = {relation + ("" if direction == Direction.OUT.value else REVERSE) for _, relation, direction in paths}
+    return any(close_names(key, name) for key in keys for name in names)
+
+
+def refocus(run: QuestionRun, frontier: list[Entity], pool: list[Entity], names: list[str]) -> list[Entity]:
+    """The pool's entities (best ranked first) that have a named relation, when no frontier entity has one; []
+    when the frontier has one, or the pool none. At most `prune_threshold` of the pool are asked, and
+    `entities_per_step` taken."""
+    th = run.thresholds
+    if not names or not pool or any(has_named(run, e, names) for e in frontier[: th.frontier_limit]):
+        return []
+    taken: list[Entity] = []
+    for entity in pool[: th.prune_threshold]:
+        if has_named(run, entity, names):
+            taken.append(entity)
+            if len(taken) == th.entities_per_step:
+                break
+    return taken
+
+
+def bridges(run: QuestionRun, names: list[str], paths: list[tuple[str, str, str]], reached: list[Entity]) -> bool:
+    """Whether a step that proceeded was a bridge: it followed none of the relations it names, and what it reached
+    has one of them."""
+    return bool(names) and not followed(paths, names) and any(
+        has_named(run, e, names) for e in reached[: run.thresholds.frontier_limit])

@@ -1,0 +1,112 @@
+"""`bridge_named_relation` (method/bridging.py): a step that names a relation its frontier does not have.
+
+Each test builds the small graph where the cut shows, on a real embedded store with the gold-path planner's
+handlers, and runs the question with the switch off (the walk ends short or astray) and on.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ppoga_dspy.experiments.gold_path import gold_path_handlers
+from ppoga_dspy.method.gating import names_relation, relation_names
+from tests.program.test_fidelity_at_scale import irn_kg
+from tests.program.test_program import run, stages
+
+RELEASED = "When were the films written by the writer of Film_A released?"
+
+
+@pytest.fixture
+def writers(tmp_path):
+    """MetaQA's shape for "films that share writers with X, released when": X -> writer -> films -> years."""
+    kg = irn_kg(tmp_path, [
+        "Film_A written_by Wendy", "Film_B written_by Wendy", "Film_B release_year 1999",
+        "Film_A release_year 2001", "Film_C written_by Zed", "Film_C release_year 1970",
+    ])
+    yield kg
+    kg.close()
+
+
+def skipping(relations: list[str]) -> dict:
+    """The gold-path planner's handlers with a plan that names `relations`, one step each: a plan that drops a hop
+    when they skip one (what a small model copying a neighbour's plan writes)."""
+    return gold_path_handlers({RELEASED: {"relations": relations, "entities": ["Wendy", "Film_B", "1999"],
+                                          "answers": ["1999"]}})
+
+
+def test_a_step_whose_named_relation_starts_one_hop_further_is_done_again_from_there(writers):
+    """The plan names written_by then release_year; the writer has no release_year, so the second step can only
+    reach the writer's films. Bridging: those films have release_year, the step is done again from them."""
+    handlers = skipping(["written_by", "release_year"])
+    short, _ = run(writers, handlers, question=RELEASED, topics={"Film_A": "Film_A"})
+    assert short.answers != ["1999"] and not stages(short, "bridge.carried")
+    bridged, engine = run(writers, handlers, question=RELEASED, topics={"Film_A": "Film_A"},
+                          bridge_named_relation=True)
+    assert bridged.answers == ["1999"]
+    (note,) = stages(bridged, "bridge.carried")
+    assert note["outputs"]["named"] == ["release_year"] and note["outputs"]["step"] == 1
+    plan = [s["objective"] for s in bridged.memory["strategic"]["plan"]]
+    assert plan == ["follow relation written_by", "follow relation release_year", "follow relation release_year"]
+    assert engine.calls["Decompose"] == 1 and "Replan" not in engine.calls  # no LM call spent on the repair
+
+
+def test_a_named_relation_nothing_reached_has_is_not_a_bridge(writers):
+    """A relation that the step's entities do not have either (a plan naming what the graph lacks) is no bridge:
+    the plan is followed as written, and no step is added."""
+    bridged, _ = run(writers, skipping(["written_by", "award_won"]), question=RELEASED,
+                     topics={"Film_A": "Film_A"}, bridge_named_relation=True)
+    assert not stages(bridged, "bridge.carried")
+    assert len(bridged.memory["strategic"]["plan"]) == 2
+
+
+def test_a_plan_at_max_depth_gets_no_step_added(writers):
+    capped, _ = run(writers, skipping(["written_by", "release_year"]), question=RELEASED,
+                    topics={"Film_A": "Film_A"}, bridge_named_relation=True, max_depth=2)
+    assert not stages(capped, "bridge.carried") and len(capped.memory["strategic"]["plan"]) == 2
+
+
+LANGUAGES = "What languages are the films directed by Dora in?"
+
+
+@pytest.fixture
+def films_of_dora(tmp_path):
+    """Three films by Dora, only the third with a language: keeping one film, the entity choice kept another."""
+    kg = irn_kg(tmp_path, [
+        "Dora directed Film_one", "Dora directed Film_two", "Dora directed Film_three",
+        "Film_one starred_actors Ann", "Film_two starred_actors Bob", "Film_three in_language French",
+    ])
+    yield kg
+    kg.close()
+
+
+def test_a_frontier_without_the_named_relation_gives_way_to_candidates_that_have_it(films_of_dora):
+    """The step names in_language and the film kept has none; the last step's other candidates that have it become
+    the frontier (PoG's backtracking, told what to look for). Off, the step follows what Film_one offers."""
+    handlers = gold_path_handlers({LANGUAGES: {"relations": ["directed", "in_language"],
+                                               "entities": ["Film_one", "French"], "answers": ["French"]}})
+    astray, _ = run(films_of_dora, handlers, question=LANGUAGES, topics={"Dora": "Dora"}, entities_per_step=1)
+    assert astray.answers != ["French"] and not stages(astray, "bridge.frontier")
+    bridged, _ = run(films_of_dora, handlers, question=LANGUAGES, topics={"Dora": "Dora"}, entities_per_step=1,
+                     bridge_named_relation=True)
+    assert bridged.answers == ["French"]
+    (note,) = stages(bridged, "bridge.frontier")
+    assert note["outputs"]["left"] == ["Film_one"] and [e["id"] for e in note["outputs"]["frontier"]] == [
+        "Film_three"]
+    assert bridged.memory["strategic"]["plan"][0]["outcome"] == "found Film_three"
+
+
+@pytest.mark.parametrize(("key", "text", "named"), [
+    ("release_year", "follow relation released_year", True),  # a letter off: the same relation
+    ("in_language", "follow relation in_languages", True),
+    ("written_by", "follow relation written_by (reverse)", False),  # the direction is part of the name
+    ("written_by (reverse)", "follow relation written_by", False),
+    ("has_tags", "follow relation has_genre", False),  # another relation of the vocabulary
+    ("directed_by", "follow directed_by, then starred_actors", True),
+])
+def test_a_relation_is_named_verbatim_or_a_letter_off_in_the_same_direction(key, text, named):
+    assert names_relation(key, text) is named
+
+
+def test_relation_names_are_read_as_identifiers():
+    text = "follow relation written_by (reverse), then people.person.place_of_birth, e.g. the city"
+    assert relation_names(text) == ["written_by (reverse)", "people.person.place_of_birth"]
