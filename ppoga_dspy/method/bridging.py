@@ -12,6 +12,9 @@ which, and the plan's own words say where to go:
 - after the step proceeds (`bridges`): when it followed none of the relations it names and the entities it
   reached have one, the step was a bridge; the loop does it again from there, once.
 
+A relation counts in either direction: a plan that writes `directed_by` from a director means the films it
+directed (the Executor's menu shows `directed_by (reverse)`), and must not be carried a hop further.
+
 Both are traced ("bridge.frontier", "bridge.carried") and cost KG queries only (a relation list per entity,
 memoised per question), never an LM call.
 """
@@ -26,24 +29,29 @@ from ppoga_dspy.method.question_run import QuestionRun
 REVERSE = " (reverse)"
 
 
+def _either_way(key: str, name: str) -> bool:
+    """Whether a menu key is the named relation in either direction: a plan that writes `directed_by` from a
+    director means the films it directed, and a step that followed `directed_by (reverse)` did what it named."""
+    return close_names(key.removesuffix(REVERSE), name.removesuffix(REVERSE))
+
+
 def has_named(run: QuestionRun, entity: Entity, names: list[str]) -> bool:
-    """Whether the entity has one of the named relations in the named direction (a KG that cannot say: no)."""
-    for direction in {Direction.IN if name.endswith(REVERSE) else Direction.OUT for name in names}:
+    """Whether the entity has one of the named relations, either way (a KG that cannot say: no)."""
+    for direction in (Direction.OUT, Direction.IN):
         try:
             keys = [relation_key(r) for r in run.tools.relations(entity.id, direction)]
         except KGUnavailableError:
             raise
         except KGError:
             continue
-        if any(close_names(key, name) for key in keys for name in names):
+        if any(_either_way(key, name) for key in keys for name in names):
             return True
     return False
 
 
 def followed(paths: list[tuple[str, str, str]], names: list[str]) -> bool:
-    """Whether the step's paths (entity, relation, direction) followed one of the named relations."""
-    keys = {relation + ("" if direction == Direction.OUT.value else REVERSE) for _, relation, direction in paths}
-    return any(close_names(key, name) for key in keys for name in names)
+    """Whether the step's paths (entity, relation, direction) followed one of the named relations, either way."""
+    return any(_either_way(relation, name) for _, relation, _ in paths for name in names)
 
 
 def refocus(run: QuestionRun, frontier: list[Entity], pool: list[Entity], names: list[str]) -> list[Entity]:

@@ -59,6 +59,16 @@ def test_a_named_relation_nothing_reached_has_is_not_a_bridge(writers):
     assert len(bridged.memory["strategic"]["plan"]) == 2
 
 
+def test_a_relation_followed_the_other_way_is_the_one_the_step_named(writers):
+    """From a writer, a plan writing `written_by` means the films written (the menu's `written_by (reverse)`): the
+    step did what it named and is not carried on to the films' own writers."""
+    question = "Which films did Wendy write?"
+    handlers = gold_path_handlers({question: {"relations": ["written_by"], "entities": ["Film_A", "Film_B"],
+                                              "answers": ["Film_A", "Film_B"]}})
+    prediction, _ = run(writers, handlers, question=question, topics={"Wendy": "Wendy"}, bridge_named_relation=True)
+    assert sorted(prediction.answers) == ["Film_A", "Film_B"] and not stages(prediction, "bridge.carried")
+
+
 def test_a_plan_at_max_depth_gets_no_step_added(writers):
     capped, _ = run(writers, skipping(["written_by", "release_year"]), question=RELEASED,
                     topics={"Film_A": "Film_A"}, bridge_named_relation=True, max_depth=2)
