@@ -9,8 +9,8 @@ which, and the plan's own words say where to go:
 
 - before the step acts (`refocus`): when no frontier entity has a relation the step names, the last step's other
   candidates that have it become the frontier (PoG's backtracking, told what to look for);
-- after the step proceeds (`bridges`): when it followed none of the relations it names and the entities it
-  reached have one, the step was a bridge; the loop does it again from there, once.
+- after the step proceeds (`bridges`): when its frontier had none of the relations it names (so it followed
+  another) and the entities it reached have one, the step was a bridge; the loop does it again from there, once.
 
 A relation counts in either direction: a plan that writes `directed_by` from a director means the films it
 directed (the Executor's menu shows `directed_by (reverse)`), and must not be carried a hop further.
@@ -70,8 +70,12 @@ def refocus(run: QuestionRun, frontier: list[Entity], pool: list[Entity], names:
     return taken
 
 
-def bridges(run: QuestionRun, names: list[str], paths: list[tuple[str, str, str]], reached: list[Entity]) -> bool:
-    """Whether a step that proceeded was a bridge: it followed none of the relations it names, and what it reached
-    has one of them."""
-    return bool(names) and not followed(paths, names) and any(
-        has_named(run, e, names) for e in reached[: run.thresholds.frontier_limit])
+def bridges(run: QuestionRun, names: list[str], paths: list[tuple[str, str, str]], sources: list[Entity],
+            reached: list[Entity]) -> bool:
+    """Whether a step that proceeded was a bridge: it could not follow the relations it names where it stood (no
+    source entity has one), it followed none of them, and what it reached has one. A step whose frontier had the
+    named relation and chose another made a choice, not a missing hop: it is judged as it is."""
+    limit = run.thresholds.frontier_limit
+    return (bool(names) and not followed(paths, names)
+            and not any(has_named(run, e, names) for e in sources[:limit])
+            and any(has_named(run, e, names) for e in reached[:limit]))

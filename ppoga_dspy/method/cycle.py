@@ -321,14 +321,15 @@ class StepLoop:
             self.state.index += 1
 
     def carry_bridge(self, step: PlanStepState, cycle: StepCycle, observation: Observation) -> bool:
-        """`bridge_named_relation`: a step that followed none of the relations it names, whose entities have one,
-        was a bridge; the same objective is put after it (once, within `max_depth`) and the walk goes on there."""
+        """`bridge_named_relation`: a step whose frontier had none of the relations it names, and whose entities
+        have one, was a bridge; the same objective is put after it (once, within `max_depth`) and the walk goes on
+        there. Called before `proceed`, while the walk's frontier is still the step's own."""
         th = self.run.thresholds
         if (not th.bridge_named_relation or step.action != StepAction.EXPLORE or id(step) in self.bridged
                 or len(self.plan) >= th.max_depth):
             return False
         names = relation_names(step.objective)
-        if not bridges(self.run, names, cycle.paths, observation.frontier):
+        if not bridges(self.run, names, cycle.paths, self.walk.frontier, observation.frontier):
             return False
         again = PlanStepState(objective=step.objective, expected_outcome=step.expected_outcome, action=step.action)
         self.bridged.update({id(step), id(again)})

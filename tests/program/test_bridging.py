@@ -69,6 +69,22 @@ def test_a_relation_followed_the_other_way_is_the_one_the_step_named(writers):
     assert sorted(prediction.answers) == ["Film_A", "Film_B"] and not stages(prediction, "bridge.carried")
 
 
+def test_a_step_that_chose_another_relation_than_the_one_at_hand_is_no_bridge(tmp_path):
+    """The film has the release year the step names and the Executor followed `sequel` instead: a choice, not a
+    missing hop. The step is judged as it is (Evaluate may correct it), never carried to the sequel's year."""
+    kg = irn_kg(tmp_path, ["Film_A release_year 2001", "Film_A sequel Film_B", "Film_B release_year 2004"])
+    question = "When was Film_A released?"
+    handlers = gold_path_handlers({question: {"relations": ["release_year"], "entities": ["2001"],
+                                              "answers": ["2001"]}})
+    astray = dict(handlers, SelectRelations=lambda inputs: {"relations": ["sequel"]})
+    try:
+        prediction, _ = run(kg, astray, question=question, topics={"Film_A": "Film_A"}, bridge_named_relation=True)
+    finally:
+        kg.close()
+    assert not stages(prediction, "bridge.carried")
+    assert len(prediction.memory["strategic"]["plan"]) == 1
+
+
 def test_a_plan_at_max_depth_gets_no_step_added(writers):
     capped, _ = run(writers, skipping(["written_by", "release_year"]), question=RELEASED,
                     topics={"Film_A": "Film_A"}, bridge_named_relation=True, max_depth=2)
