@@ -131,3 +131,16 @@ def test_a_bad_section_changes_nothing(demo_kg):
     with pytest.raises(ArtifactError, match="thresholds"):
         program.load_state(state)
     assert _summary(program) == before
+
+
+def test_the_shipped_artifact_carries_every_small_model_guard():
+    """The guards the docs and the benchmarks' embedded rows name (`SMALL_MODEL_GUARDS`) are the shipped artifact's:
+    a guard added to one and not recompiled into the other would make the default run differ from the figures."""
+    import json
+
+    from ppoga_dspy.method.thresholds import SMALL_MODEL_GUARDS, Thresholds
+
+    shipped = Thresholds.from_dict(json.loads(SHIPPED_KNN.read_text(encoding="utf-8"))["thresholds"])
+    expected = Thresholds.from_dict({name: json.loads(value) for name, value in SMALL_MODEL_GUARDS.items()})
+    assert {name: getattr(shipped, name) for name in SMALL_MODEL_GUARDS} == {
+        name: getattr(expected, name) for name in SMALL_MODEL_GUARDS}
