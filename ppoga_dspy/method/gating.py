@@ -42,9 +42,12 @@ def decisive(run: QuestionRun, stage: Stage, scores: list[float], chosen: str, *
 #: A relation's name as a plan writes it: an identifier with `_` or `.` inside ("written_by",
 #: "people.person.place_of_birth"), "(reverse)" after it for the other direction.
 _NAME = re.compile(r"(?<![\w.])([A-Za-z]\w+(?:[._]\w+)+)(\s*\(reverse\))?")
-#: How close a written name must be to a menu key to name it (difflib's ratio): a letter added or dropped in a
-#: long name ("released_year" for "release_year"), never another relation of the same vocabulary.
-CLOSE_NAME = 0.9
+#: How many letters a written name may have added or dropped against a menu key and still name it
+#: ("released_year" for "release_year", "in_languages"). A letter replaced is another name ("acted_on" is not
+#: "acted_in", `date_of_birth` is not `place_of_birth`), however long the shared prefix.
+CLOSE_EDITS = 2
+#: Names shorter than this must be written exactly.
+CLOSE_MIN_LENGTH = 8
 
 
 def relation_names(text: str) -> list[str]:
@@ -52,23 +55,39 @@ def relation_names(text: str) -> list[str]:
     return [name + (" (reverse)" if reverse else "") for name, reverse in _NAME.findall(text)]
 
 
-def names_relation(key: str, text: str) -> bool:
-    """Whether `text` names the relation `key`: verbatim, or as a name a letter or two away in the same direction
-    (a small model's "released_year"); a forward key never stands for its reverse."""
+def names_verbatim(key: str, text: str) -> bool:
+    """Whether `text` writes the relation `key` as it is; a forward key never stands for its reverse."""
     if key.endswith(" (reverse)"):
-        if key in text:
-            return True
-    elif key in text.replace(f"{key} (reverse)", ""):
-        return True
-    return any(close_names(key, name) for name in relation_names(text))
+        return key in text
+    return key in text.replace(f"{key} (reverse)", "")
+
+
+def names_relation(key: str, text: str) -> bool:
+    """Whether `text` names the relation `key`: verbatim, or as a name a letter or two off in the same direction
+    (a small model's "released_year")."""
+    return names_verbatim(key, text) or any(close_names(key, name) for name in relation_names(text))
+
+
+def _added_or_dropped(a: str, b: str) -> int | None:
+    """Letters added to or dropped from `a` to make `b` (difflib's opcodes), or None when a letter is replaced."""
+    ops = [(tag, i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b).get_opcodes()
+           if tag != "equal"]
+    if any(tag == "replace" for tag, _, _ in ops):
+        return None
+    return sum(max(n, m) for _, n, m in ops)
 
 
 def close_names(key: str, name: str) -> bool:
-    """Whether two relation keys name the same relation, one a letter or two off, the directions the same."""
+    """Whether two relation keys name the same relation, at most `CLOSE_EDITS` letters added or dropped, the
+    directions the same."""
     reverse = " (reverse)"
     if key.endswith(reverse) != name.endswith(reverse):
         return False
-    return SequenceMatcher(None, key.removesuffix(reverse), name.removesuffix(reverse)).ratio() >= CLOSE_NAME
+    key, name = key.removesuffix(reverse), name.removesuffix(reverse)
+    if key == name:
+        return True
+    edits = _added_or_dropped(key, name) if min(len(key), len(name)) >= CLOSE_MIN_LENGTH else None
+    return edits is not None and edits <= CLOSE_EDITS
 
 
 def named(run: QuestionRun, stage: Stage, objective: str, keys: list[str], **where: str) -> list[int] | None:
@@ -76,7 +95,8 @@ def named(run: QuestionRun, stage: Stage, objective: str, keys: list[str], **whe
     names settle the choice: at least one and no more than `relations_per_step`; else None (the model is asked)."""
     if not run.thresholds.gate_named_relation:
         return None
-    found = [i for i, key in enumerate(keys) if names_relation(key, objective)]
+    found = [i for i, key in enumerate(keys) if names_verbatim(key, objective)] or [
+        i for i, key in enumerate(keys) if names_relation(key, objective)]  # a name a letter off only if none is exact
     if not found or len(found) > run.thresholds.relations_per_step:
         return None
     run.costs.add_gated(stage)

@@ -127,12 +127,32 @@ def test_a_frontier_without_the_named_relation_gives_way_to_candidates_that_have
     ("written_by", "follow relation written_by (reverse)", False),  # the direction is part of the name
     ("written_by (reverse)", "follow relation written_by", False),
     ("has_tags", "follow relation has_genre", False),  # another relation of the vocabulary
+    # a letter replaced is another name, however long the shared prefix (the demo's Heath Ledger question once
+    # followed his date of birth beside his place of birth)
+    ("people.person.date_of_birth", "follow relation people.person.place_of_birth", False),
+    ("acted_in", "follow relation acted_on", False),
     ("directed_by", "follow directed_by, then starred_actors", True),
 ])
-def test_a_relation_is_named_verbatim_or_a_letter_off_in_the_same_direction(key, text, named):
+def test_a_relation_is_named_verbatim_or_a_letter_added_or_dropped_in_the_same_direction(key, text, named):
     assert names_relation(key, text) is named
 
 
 def test_relation_names_are_read_as_identifiers():
     text = "follow relation written_by (reverse), then people.person.place_of_birth, e.g. the city"
     assert relation_names(text) == ["written_by (reverse)", "people.person.place_of_birth"]
+
+
+def test_a_name_a_letter_off_gates_only_when_no_menu_relation_is_named_exactly(tmp_path):
+    """The gate takes the relation the step writes exactly; a name a letter off is read only when none is."""
+    kg = irn_kg(tmp_path, ["Film_A release_year 2001", "Film_A released_years 1999", "Film_A written_by Wendy"])
+    question = "When was Film_A released?"
+    handlers = gold_path_handlers({question: {"relations": ["release_year"], "entities": ["2001"],
+                                              "answers": ["2001"]}})
+    try:
+        prediction, engine = run(kg, handlers, question=question, topics={"Film_A": "Film_A"},
+                                 gate_named_relation=True)
+    finally:
+        kg.close()
+    (gated,) = stages(prediction, "select_relations.gated")
+    assert gated["outputs"]["chosen"] == ["release_year"] and prediction.answers == ["2001"]
+    assert engine.calls.get("SelectRelations", 0) == 0
