@@ -17,14 +17,27 @@ RELEASED = "When were the films written by the writer of Film_A released?"
 
 
 @pytest.fixture
-def writers(tmp_path):
-    """MetaQA's shape for "films that share writers with X, released when": X -> writer -> films -> years."""
-    kg = irn_kg(tmp_path, [
-        "Film_A written_by Wendy", "Film_B written_by Wendy", "Film_B release_year 1999",
-        "Film_A release_year 2001", "Film_C written_by Zed", "Film_C release_year 1970",
-    ])
-    yield kg
-    kg.close()
+def graph(tmp_path):
+    """A real embedded store over `head relation tail` lines (IRN's format), closed after the test."""
+    opened = []
+
+    def make(lines: list[str]):
+        opened.append(irn_kg(tmp_path, lines))
+        return opened[-1]
+
+    yield make
+    for kg in opened:
+        kg.close()
+
+
+#: MetaQA's shape for "films that share writers with X, released when": X -> writer -> films -> years.
+WRITERS = ["Film_A written_by Wendy", "Film_B written_by Wendy", "Film_B release_year 1999",
+           "Film_A release_year 2001", "Film_C written_by Zed", "Film_C release_year 1970"]
+
+
+@pytest.fixture
+def writers(graph):
+    return graph(WRITERS)
 
 
 def skipping(relations: list[str]) -> dict:
@@ -69,18 +82,15 @@ def test_a_relation_followed_the_other_way_is_the_one_the_step_named(writers):
     assert sorted(prediction.answers) == ["Film_A", "Film_B"] and not stages(prediction, "bridge.carried")
 
 
-def test_a_step_that_chose_another_relation_than_the_one_at_hand_is_no_bridge(tmp_path):
+def test_a_step_that_chose_another_relation_than_the_one_at_hand_is_no_bridge(graph):
     """The film has the release year the step names and the Executor followed `sequel` instead: a choice, not a
     missing hop. The step is judged as it is (Evaluate may correct it), never carried to the sequel's year."""
-    kg = irn_kg(tmp_path, ["Film_A release_year 2001", "Film_A sequel Film_B", "Film_B release_year 2004"])
+    kg = graph(["Film_A release_year 2001", "Film_A sequel Film_B", "Film_B release_year 2004"])
     question = "When was Film_A released?"
     handlers = gold_path_handlers({question: {"relations": ["release_year"], "entities": ["2001"],
                                               "answers": ["2001"]}})
     astray = dict(handlers, SelectRelations=lambda inputs: {"relations": ["sequel"]})
-    try:
-        prediction, _ = run(kg, astray, question=question, topics={"Film_A": "Film_A"}, bridge_named_relation=True)
-    finally:
-        kg.close()
+    prediction, _ = run(kg, astray, question=question, topics={"Film_A": "Film_A"}, bridge_named_relation=True)
     assert not stages(prediction, "bridge.carried")
     assert len(prediction.memory["strategic"]["plan"]) == 1
 
@@ -95,14 +105,10 @@ LANGUAGES = "What languages are the films directed by Dora in?"
 
 
 @pytest.fixture
-def films_of_dora(tmp_path):
+def films_of_dora(graph):
     """Three films by Dora, only the third with a language: keeping one film, the entity choice kept another."""
-    kg = irn_kg(tmp_path, [
-        "Dora directed Film_one", "Dora directed Film_two", "Dora directed Film_three",
-        "Film_one starred_actors Ann", "Film_two starred_actors Bob", "Film_three in_language French",
-    ])
-    yield kg
-    kg.close()
+    return graph(["Dora directed Film_one", "Dora directed Film_two", "Dora directed Film_three",
+                  "Film_one starred_actors Ann", "Film_two starred_actors Bob", "Film_three in_language French"])
 
 
 def test_a_frontier_without_the_named_relation_gives_way_to_candidates_that_have_it(films_of_dora):
@@ -142,17 +148,13 @@ def test_relation_names_are_read_as_identifiers():
     assert relation_names(text) == ["written_by (reverse)", "people.person.place_of_birth"]
 
 
-def test_a_name_a_letter_off_gates_only_when_no_menu_relation_is_named_exactly(tmp_path):
+def test_a_name_a_letter_off_gates_only_when_no_menu_relation_is_named_exactly(graph):
     """The gate takes the relation the step writes exactly; a name a letter off is read only when none is."""
-    kg = irn_kg(tmp_path, ["Film_A release_year 2001", "Film_A released_years 1999", "Film_A written_by Wendy"])
+    kg = graph(["Film_A release_year 2001", "Film_A released_years 1999", "Film_A written_by Wendy"])
     question = "When was Film_A released?"
     handlers = gold_path_handlers({question: {"relations": ["release_year"], "entities": ["2001"],
                                               "answers": ["2001"]}})
-    try:
-        prediction, engine = run(kg, handlers, question=question, topics={"Film_A": "Film_A"},
-                                 gate_named_relation=True)
-    finally:
-        kg.close()
+    prediction, engine = run(kg, handlers, question=question, topics={"Film_A": "Film_A"}, gate_named_relation=True)
     (gated,) = stages(prediction, "select_relations.gated")
     assert gated["outputs"]["chosen"] == ["release_year"] and prediction.answers == ["2001"]
     assert engine.calls.get("SelectRelations", 0) == 0
