@@ -9,8 +9,9 @@ which, and the plan's own words say where to go:
 
 - before the step acts (`refocus`): when no frontier entity has a relation the step names, the last step's other
   candidates that have it become the frontier (PoG's backtracking, told what to look for);
-- after the step proceeds (`bridges`): when its frontier had none of the relations it names (so it followed
-  another) and the entities it reached have one, the step was a bridge; the loop does it again from there, once.
+- when the step would end the walk (finish, the Planner's or the plan's last step; `bridges`): when its frontier
+  had none of the relations it names (so it followed another) and the entities it reached have one, the step was
+  a bridge; the loop does it again from there, once. A step that proceeds to a next one is left to that step.
 
 A relation counts in either direction: a plan that writes `directed_by` from a director means the films it
 directed (the Executor's menu shows `directed_by (reverse)`), and must not be carried a hop further.
@@ -23,10 +24,8 @@ from __future__ import annotations
 
 from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError
 from ppoga_dspy.method.gating import close_names
-from ppoga_dspy.method.memory import relation_key
+from ppoga_dspy.method.memory import REVERSE, relation_key
 from ppoga_dspy.method.question_run import QuestionRun
-
-REVERSE = " (reverse)"
 
 
 def _either_way(key: str, name: str) -> bool:

@@ -93,12 +93,9 @@ class Walk:
     def backtrack(self, width: int) -> list[Entity]:
         """Resume from the last step's other candidates (PoG's backtracking); [] when none are left."""
         while self.earlier:
-            entities, chains = self.earlier[-1]
-            taken, rest = entities[:width], entities[width:]
-            self.earlier[-1] = (rest, chains)
+            taken = self.earlier[-1][0][:width]
             if taken:
-                self.frontier = taken
-                self.chains.update({e.id: chains[e.id] for e in taken})
+                self.take(taken)
                 return taken
             self.earlier.pop()
         return []
@@ -110,6 +107,11 @@ class Walk:
         self.earlier[-1] = ([e for e in rest if e.id not in ids], chains)
         self.frontier = list(entities)
         self.chains.update({e.id: chains[e.id] for e in entities})
+
+
+def found(entities: list[Entity]) -> str:
+    """A completed step's outcome as the plan text shows it to the Planner."""
+    return "found " + ", ".join(e.label for e in entities)
 
 
 @dataclass
@@ -241,14 +243,14 @@ class StepLoop:
     def refocus(self, step: PlanStepState) -> None:
         """`bridge_named_relation`: when no frontier entity has a relation the step names, the last step's other
         candidates that have it become the frontier (bridging.py)."""
-        if not self.run.thresholds.bridge_named_relation or not self.walk.earlier or self.state.index == 0:
+        if not self.run.thresholds.bridge_named_relation or not self.walk.earlier:  # none before the first step
             return
         taken = refocus(self.run, self.walk.frontier, self.walk.earlier[-1][0], relation_names(step.objective))
         if taken:
             self.run.note("bridge.frontier", step=self.state.index, left=[e.id for e in self.walk.frontier],
                           frontier=[e.to_dict() for e in taken])
             self.walk.take(taken)
-            self.plan[self.state.index - 1].outcome = "found " + ", ".join(e.label for e in taken)
+            self.plan[self.state.index - 1].outcome = found(taken)
 
     def recall(self) -> Observation:
         """A memory step (compare, count, pick): the Planner reads what is known; the Executor is not called."""
@@ -300,7 +302,7 @@ class StepLoop:
         step = self.plan[self.state.index]
         decision = Decision(cycle.decision)
         if decision in (Decision.PROCEED, Decision.FINISH):
-            finish = decision is Decision.FINISH and not self.carry_bridge(step, cycle, observation)
+            finish = decision is Decision.FINISH and not self.carry_bridge(step, cycle, observation)  # only a finish
             self.proceed(step, observation, finish=finish)
         elif decision is Decision.CORRECT_PATH:
             self.correct_path(step, observation)
@@ -309,7 +311,7 @@ class StepLoop:
 
     def proceed(self, step: PlanStepState, observation: Observation, *, finish: bool) -> None:
         step.status = "completed"
-        step.outcome = "found " + ", ".join(e.label for e in observation.frontier) if observation.frontier else ""
+        step.outcome = found(observation.frontier) if observation.frontier else ""
         if observation.frontier:
             self.walk.frontier = observation.frontier
             self.walk.chains.update(observation.chains)
@@ -321,9 +323,10 @@ class StepLoop:
             self.state.index += 1
 
     def carry_bridge(self, step: PlanStepState, cycle: StepCycle, observation: Observation) -> bool:
-        """`bridge_named_relation`: a step whose frontier had none of the relations it names, and whose entities
-        have one, was a bridge; the same objective is put after it (once, within `max_depth`) and the walk goes on
-        there. Called before `proceed`, while the walk's frontier is still the step's own."""
+        """`bridge_named_relation`, for a step that would finish: one whose frontier had none of the relations it
+        names, and whose entities have one, was a bridge; the same objective is put after it (once, within
+        `max_depth`) and the walk goes on there. Called before `proceed`, while the walk's frontier is still the
+        step's own."""
         th = self.run.thresholds
         if (not th.bridge_named_relation or step.action != StepAction.EXPLORE or id(step) in self.bridged
                 or len(self.plan) >= th.max_depth):
@@ -357,7 +360,7 @@ class StepLoop:
             resumed = self.walk.backtrack(self.run.thresholds.entities_per_step)
             if resumed:
                 self.run.note("backtrack", step=self.state.index, frontier=[e.to_dict() for e in resumed])
-                self.plan[self.state.index - 1].outcome = "found " + ", ".join(e.label for e in resumed)
+                self.plan[self.state.index - 1].outcome = found(resumed)
 
     def _why_failed(self) -> str:
         cycle = self.run.memory.current

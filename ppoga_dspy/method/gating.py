@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from difflib import SequenceMatcher
 
+from ppoga_dspy.method.memory import REVERSE
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.vocabulary import Stage
 
@@ -52,14 +53,14 @@ CLOSE_MIN_LENGTH = 8
 
 def relation_names(text: str) -> list[str]:
     """The relation keys `text` writes, in menu form ("written_by", "written_by (reverse)")."""
-    return [name + (" (reverse)" if reverse else "") for name, reverse in _NAME.findall(text)]
+    return [name + (REVERSE if reverse else "") for name, reverse in _NAME.findall(text)]
 
 
 def names_verbatim(key: str, text: str) -> bool:
     """Whether `text` writes the relation `key` as it is; a forward key never stands for its reverse."""
-    if key.endswith(" (reverse)"):
+    if key.endswith(REVERSE):
         return key in text
-    return key in text.replace(f"{key} (reverse)", "")
+    return key in text.replace(f"{key}{REVERSE}", "")
 
 
 def names_relation(key: str, text: str) -> bool:
@@ -80,10 +81,9 @@ def _added_or_dropped(a: str, b: str) -> int | None:
 def close_names(key: str, name: str) -> bool:
     """Whether two relation keys name the same relation, at most `CLOSE_EDITS` letters added or dropped, the
     directions the same."""
-    reverse = " (reverse)"
-    if key.endswith(reverse) != name.endswith(reverse):
+    if key.endswith(REVERSE) != name.endswith(REVERSE):
         return False
-    key, name = key.removesuffix(reverse), name.removesuffix(reverse)
+    key, name = key.removesuffix(REVERSE), name.removesuffix(REVERSE)
     if key == name:
         return True
     edits = _added_or_dropped(key, name) if min(len(key), len(name)) >= CLOSE_MIN_LENGTH else None

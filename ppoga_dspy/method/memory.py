@@ -339,8 +339,12 @@ def with_mediator_facts(triple: Triple) -> list[Triple]:
     return out
 
 
+#: How a menu writes a relation followed from its object to its subject ("directed_by (reverse)").
+REVERSE = " (reverse)"
+
+
 def relation_key(relation: Relation) -> str:
-    return relation.id if relation.direction is Direction.OUT else f"{relation.id} (reverse)"
+    return relation.id if relation.direction is Direction.OUT else f"{relation.id}{REVERSE}"
 
 
 @dataclass

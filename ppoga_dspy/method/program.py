@@ -17,6 +17,7 @@ from typing import Any
 import dspy
 
 from ppoga_dspy.kg.base import Entity, KGError, KnowledgeGraph, Triple
+from ppoga_dspy.kg.names import normalize_name
 from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
 from ppoga_dspy.method.executor import Executor
@@ -247,19 +248,20 @@ def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]
     the answer lies past it. Answers naming stops are dropped; when every answer names one, the last step's
     entities (less the topics) answer instead. None also when the walk ended nowhere new.
     """
-    topics = [t.label for t in run.memory.strategic.topic_entities]
-    ends = [e.label for e in frontier if not any(same_name(e.label, t) for t in topics)]
+    topics = {normalize_name(t.label) for t in run.memory.strategic.topic_entities} - {""}
+    ends = [e.label for e in frontier if normalize_name(e.label) not in topics]
     if not ends or not answers:
         return None
     walked = _walked(run.memory.history)
-    arrived = list(ends)  # where the walk ended: the last graph step's entities, kept or not
+    arrived = {normalize_name(name) for name in ends}  # where the walk ended: the last graph step's entities
     if walked:
         sources = {path[0] for path in walked[-1].paths}
-        arrived += [x.label for t in walked[-1].triples for x in (t.head, t.tail) if x.id not in sources]
-    earlier = [e.label for cycle in walked for e in cycle.frontier] + [
-        x.label for cycle in walked for t in cycle.triples for x in (t.head, t.tail)]
-    stops = topics + [name for name in earlier if not any(same_name(name, end) for end in arrived)]
-    kept = [a for a in answers if not any(same_name(a, stop) for stop in stops)]
+        arrived |= {normalize_name(x.label) for t in walked[-1].triples for x in (t.head, t.tail)
+                    if x.id not in sources}
+    earlier = {normalize_name(e.label) for cycle in walked for e in cycle.frontier} | {
+        normalize_name(x.label) for cycle in walked for t in cycle.triples for x in (t.head, t.tail)}
+    stops = topics | (earlier - arrived - {""})  # names compared as `same_name` does: an empty name matches none
+    kept = [a for a in answers if normalize_name(a) not in stops]
     if len(kept) == len(answers):
         return None
     return kept or ends

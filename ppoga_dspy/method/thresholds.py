@@ -61,10 +61,11 @@ class Thresholds(BaseModel):
     (MetaQA 2-hop: 8 of 12 misses)"""
     bridge_named_relation: bool = False
     """a step whose objective names a relation its frontier does not have: the last step's other candidates that
-    have it become the frontier; and a step that followed none of the relations it names, whose entities have one,
-    is done again from them, once (the plan skipped a hop). Off by default (the Planner's plan is followed as
-    written); on in the embedded model's artifact, whose plans dropped the middle hop of MetaQA 3-hop questions
-    (11 of 29 misses) and kept films without the language a step asked for (method/bridging.py)"""
+    have it become the frontier; and a step that would end the walk having followed none of the relations it
+    names (its frontier had none), whose entities have one, is done again from them, once (the plan skipped a
+    hop). Off by default (the Planner's plan is followed as written); on in the embedded model's artifact, whose
+    plans dropped the middle hop of MetaQA 3-hop questions (11 of 29 misses) and kept films without the language
+    a step asked for (method/bridging.py)"""
     use_prediction: bool = True
     """ablation: predict each step's outcome before acting"""
     use_path_correction: bool = True
