@@ -1,6 +1,6 @@
 """The paper's ablation table, measured: Hits@1 and LM calls per question with a noisy planner.
 
-The planner is `oracle/noisy:P` (`ppoga_dspy.experiments.noisy_planner.NoisyPlanner`): it follows each
+The planner is `oracle/noisy:P` (`ppoga_dspy.scripted.noisy_planner.NoisyPlanner`): it follows each
 question's gold path but picks a wrong relation or entity with probability P per decision and judges
 each observation honestly (wrong with probability P / 3), asking for path correction when a step went
 wrong and for plan correction when an earlier one did. Its mistakes are seeded per question and
@@ -55,13 +55,13 @@ def data_folder(given: Path | None) -> Path:
 
 def measure(name: str, data: Path, *, n: int, rates: list[float], seed: int, threads: int) -> list[dict]:
     """One row per (rate, configuration) on the test split of one dataset."""
-    from ppoga_dspy.experiments.datasets import load_dataset
-    from ppoga_dspy.experiments.evaluate import score_program
-    from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
+    from ppoga_dspy.datasets.loaders import load_dataset
+    from ppoga_dspy.evaluation.evaluate import score_program
     from ppoga_dspy.kg import open_kg
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.method.pruning import EmbeddingRanker
     from ppoga_dspy.method.thresholds import Thresholds
+    from ppoga_dspy.scripted.specs import scripted_lm_for_spec
 
     fmt, questions, kb = DATASETS[name]
     examples = load_dataset(f"{fmt}:{data / questions}", split="test", limit=n)

@@ -48,10 +48,10 @@ def data_folder(given: Path | None) -> Path:
 
 def finetuned_artifact(name: str, spec: str, opened, train: list, out: Path, steps: int) -> Path:
     """The finetune row's artifact: LoRA on the teacher's traces of `train`, trained once (a rerun reuses it)."""
-    from ppoga_dspy.experiments.gold_path import oracle_lm
     from ppoga_dspy.inference.options import native_bf16_supported
     from ppoga_dspy.lm.embedded import DEFAULT_EMBEDDED_MODEL
     from ppoga_dspy.optimizers.finetune import finetune_artifact
+    from ppoga_dspy.scripted.gold_path import oracle_lm
 
     artifact = out.with_name(f"{name}.finetune.artifact.json")
     if artifact.exists():
@@ -67,8 +67,8 @@ def finetuned_artifact(name: str, spec: str, opened, train: list, out: Path, ste
 
 def build(row: str, opened, train: list, k: int):
     """The program of one row: the opened (zero-shot) program, compiled on `train` where the row compiles."""
-    from ppoga_dspy.experiments.gold_path import oracle_lm
     from ppoga_dspy.optimizers.compile import compile_program
+    from ppoga_dspy.scripted.gold_path import oracle_lm
 
     if row in ("none", "zero-shot", "zero-shot+constraints", "finetune"):  # finetune: its artifact is applied
         return opened.program
@@ -82,8 +82,8 @@ def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out
             finetune_steps: int = 200, overrides: dict[str, str] | None = None) -> None:
     from ppoga_dspy.app import open_program
     from ppoga_dspy.app.session import ProgramSettings
-    from ppoga_dspy.experiments.datasets import load_dataset
-    from ppoga_dspy.experiments.evaluate import run_evaluation
+    from ppoga_dspy.datasets.loaders import load_dataset
+    from ppoga_dspy.evaluation.evaluate import run_evaluation
     from ppoga_dspy.lm.settings import LMSettings
 
     test = load_dataset(spec, split="test", limit=n)
@@ -104,7 +104,7 @@ def run_row(row: str, name: str, spec: str, *, n: int, train_n: int, k: int, out
 
 
 def table(out_dir: Path, rows: list[str]) -> str:
-    from ppoga_dspy.experiments.evaluate import read_run, summarize
+    from ppoga_dspy.evaluation.evaluate import read_run, summarize
 
     lines = ["| row | dataset | n | Hits@1 | Hits@1 strict | F1 | LM calls/q | s/q | choice calls | "
              "non-candidate choices | choice fallbacks |",

@@ -64,10 +64,10 @@ class Config:
 
 def measure(config: Config, examples: list, kg, ranker, thresholds: dict) -> dict:
     """One row: Hits@1 and per-question costs of one configuration, questions answered in order."""
-    from ppoga_dspy.experiments.metrics import score_prediction
-    from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
+    from ppoga_dspy.evaluation.metrics import score_prediction
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.method.thresholds import Thresholds
+    from ppoga_dspy.scripted.specs import scripted_lm_for_spec
 
     lm = scripted_lm_for_spec(config.planner, examples, kg=kg)
     program = PPoGA(kg, role_lms={"planner": lm, "executor": lm}, ranker=ranker, stages=config.stages,
@@ -152,7 +152,7 @@ def main() -> int:
     args.margins = dict(_dataset_margin(item) for item in args.margins)
     args.data = data_dir(args.data, needs=FILES[args.files[0]][1])
 
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.datasets.loaders import load_dataset
     from ppoga_dspy.kg import open_kg
     from ppoga_dspy.method.pruning import EmbeddingRanker
 

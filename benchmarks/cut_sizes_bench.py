@@ -90,9 +90,9 @@ def walked_hops(row: str, question: str, topic: Any, relations: list[str], answe
 
     `neighbors(entity_id, relation, direction)` -> entities (mediators with their facts); `answers` holds ids or
     names; on-path = some walk along the rest of the path from it reaches an answer."""
-    from ppoga_dspy.experiments.gold_path import walk_directions
     from ppoga_dspy.kg.base import Direction, Relation, Triple
     from ppoga_dspy.method.memory import relation_key
+    from ppoga_dspy.scripted.gold_path import walk_directions
 
     layers: list[tuple[str, dict[str, tuple[Any, Any, set[str]]]]] = []  # (key, child id -> (entity, fact, parents))
     frontier = {topic.id: topic}
@@ -140,8 +140,8 @@ def walked_hops(row: str, question: str, topic: Any, relations: list[str], answe
 
 def metaqa_hops(data: Path, hop: int, n: int, seed: int) -> tuple[list[Hop], list, int]:
     """(hops, the sampled questions with a reachable answer, sample size) of MetaQA `hop`-hop dev."""
-    from ppoga_dspy.experiments.datasets import load_dataset
-    from ppoga_dspy.experiments.metaqa import kb_index
+    from ppoga_dspy.datasets.loaders import load_dataset
+    from ppoga_dspy.datasets.metaqa import kb_index
     from ppoga_dspy.kg.base import Entity
 
     chosen = sample(load_dataset(f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_dev.txt'}"), n, seed)
@@ -241,8 +241,8 @@ def cwq_gold(item: dict[str, Any], vocab: Any, max_hops: int = 3) -> list[dict[s
 
 def cwq_rows(folder: Path, split: str, row: str, sources: int = 3) -> tuple[list[Hop], list, int]:
     """(hops, gold examples for the gold-path planner, questions in the split) of one split of the CWQ sample."""
-    from ppoga_dspy.experiments.datasets import load_dataset
-    from ppoga_dspy.experiments.nsm import vocabulary
+    from ppoga_dspy.datasets.loaders import load_dataset
+    from ppoga_dspy.datasets.nsm import vocabulary
     from ppoga_dspy.kg.base import Entity, Triple
 
     path = folder / f"{split}_simple.json"
@@ -464,7 +464,7 @@ def main() -> int:
     widths, budgets = tuple(args.widths), tuple(args.budgets)
     started = time.perf_counter()
 
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.datasets.loaders import load_dataset
 
     ranked: dict[str, list[tuple[int | None, int]]] = {}
     needs: dict[str, list[dict[str, Any]]] = {}
@@ -491,7 +491,7 @@ def main() -> int:
         print(f"{row}: {len(ranked[row])} menus of {len(examples)} questions "
               f"({time.perf_counter() - started:.0f}s)", flush=True)
 
-    from ppoga_dspy.experiments.nsm import question_kg_file
+    from ppoga_dspy.datasets.nsm import question_kg_file
 
     folder = data / "cwq-subgraph-sample"
     cwq_golds: dict[str, list] = {}
@@ -560,7 +560,7 @@ def main() -> int:
 
 
 def _scored(program: Any, example: Any) -> tuple[float, float]:
-    from ppoga_dspy.experiments.evaluate import answer_one
+    from ppoga_dspy.evaluation.evaluate import answer_one
 
     metrics = answer_one(program, example)["metrics"]
     return float(metrics.get("hits@1", 0.0)), float(metrics.get("f1", 0.0))

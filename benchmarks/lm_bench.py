@@ -436,8 +436,8 @@ def run_questions(engine: str, data: Path, n: int, out_dir: Path, pin: int | Non
 
 def questions_table(out_dir: Path, n: int) -> None:
     """The per-engine table of the run files in `out_dir` (the first `n` questions of each)."""
-    from ppoga_dspy.experiments.evaluate import summarize
-    from ppoga_dspy.experiments.runs import read_run
+    from ppoga_dspy.evaluation.evaluate import summarize
+    from ppoga_dspy.evaluation.runs import read_run
 
     rows = {e: read_run(questions_run_file(out_dir, e))[:n] for e in ENGINE_LABELS
             if questions_run_file(out_dir, e).is_file()}

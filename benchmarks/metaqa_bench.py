@@ -19,8 +19,8 @@ in this KB), Hits@1 strict and by PoG's rule, F1, LM calls, tokens, seconds and 
 question. Every (row, hop) is a resumable run file under --runs (a killed run continues where it
 stopped; the embedded rows can be filled in later with the same command). The questions are a
 seeded sample of each test file (--n per hop, the same for every row). After the table, the
-instruments of the cuts (experiments/instruments.py) on the gold-path paper row, and for the model and
-noisy rows the stage that lost each missed question (experiments/miss_stages.py).
+instruments of the cuts (evaluation/instruments.py) on the gold-path paper row, and for the model and
+noisy rows the stage that lost each missed question (evaluation/miss_stages.py).
 
     python benchmarks/metaqa_bench.py [--n 300] [--n-embedded 100] [--rows none gold-paper ...]
                                       [--threads 1] [--runs runs/metaqa] [--data ../shared/data]
@@ -93,11 +93,11 @@ def run_row(row: str, hop: int, examples: list, data: Path, runs: Path, args: ar
     wanted = {e.id for e in examples}
     out = runs / f"{row}-{hop}hop.jsonl"
     if args.report_only:
-        from ppoga_dspy.experiments.runs import read_run
+        from ppoga_dspy.evaluation.runs import read_run
 
         return [r for r in read_run(out) if r.get("id") in wanted] if out.exists() else []
     from ppoga_dspy.app.session import ProgramSettings, open_program
-    from ppoga_dspy.experiments.evaluate import program_fingerprint, run_evaluation
+    from ppoga_dspy.evaluation.evaluate import program_fingerprint, run_evaluation
     from ppoga_dspy.lm.settings import LMSettings
 
     _, lm, stages, overrides, artifact = ROWS[row]
@@ -121,11 +121,11 @@ def cwq_sample(data: Path) -> str:
     """The 8 CWQ questions of the sample, each on its own Freebase subgraph, with --lm none and the gold-path
     planner (which has no gold path here: it shows the menus and mediators a planner meets, not an accuracy)."""
     from ppoga_dspy.app.session import ProgramSettings, open_program
-    from ppoga_dspy.experiments.datasets import load_dataset
-    from ppoga_dspy.experiments.evaluate import answer_one
-    from ppoga_dspy.experiments.instruments import instrument_table
-    from ppoga_dspy.experiments.instruments import markdown as instruments_markdown
-    from ppoga_dspy.experiments.nsm import question_kg_file
+    from ppoga_dspy.datasets.loaders import load_dataset
+    from ppoga_dspy.datasets.nsm import question_kg_file
+    from ppoga_dspy.evaluation.evaluate import answer_one
+    from ppoga_dspy.evaluation.instruments import instrument_table
+    from ppoga_dspy.evaluation.instruments import markdown as instruments_markdown
     from ppoga_dspy.lm.settings import LMSettings
 
     folder = data / "cwq-subgraph-sample"
@@ -146,7 +146,7 @@ def cwq_sample(data: Path) -> str:
 
 
 def cell(rows: list[dict], ceiling: float | None) -> dict:
-    from ppoga_dspy.experiments.evaluate import summarize
+    from ppoga_dspy.evaluation.evaluate import summarize
 
     s = summarize(rows, by=())
     return {"n": s["n"], "ceiling": ceiling, "hits_strict": s["hits@1_strict"], "hits_pog": s["hits@1_pog"],
@@ -191,11 +191,11 @@ def main() -> int:
     data = data_dir(args.data, needs="metaqa/kb.txt", script="metaqa_bench.py")
     args.runs.mkdir(parents=True, exist_ok=True)
 
-    from ppoga_dspy.experiments.datasets import load_dataset, sample_examples
-    from ppoga_dspy.experiments.instruments import instrument_table, kb_hub_counter
-    from ppoga_dspy.experiments.instruments import markdown as instruments_markdown
-    from ppoga_dspy.experiments.metaqa import kb_index
-    from ppoga_dspy.experiments.miss_stages import markdown as miss_markdown
+    from ppoga_dspy.datasets.loaders import load_dataset, sample_examples
+    from ppoga_dspy.datasets.metaqa import kb_index
+    from ppoga_dspy.evaluation.instruments import instrument_table, kb_hub_counter
+    from ppoga_dspy.evaluation.instruments import markdown as instruments_markdown
+    from ppoga_dspy.evaluation.miss_stages import markdown as miss_markdown
     from ppoga_dspy.kg import open_kg
 
     if not args.report_only:
@@ -233,7 +233,7 @@ def main() -> int:
                                                                                           "kb.txt")))))
     if misses:
         print()
-        print("Where the misses were lost (experiments/miss_stages.py, from each row's trace and gold path):")
+        print("Where the misses were lost (evaluation/miss_stages.py, from each row's trace and gold path):")
         print(miss_markdown(misses))
     if args.cwq_sample:
         print()

@@ -28,7 +28,7 @@ for _name, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("
 
 def _eval(out: Path, dataset: str, lm: str, limit: int | None, *extra: str) -> list[dict]:
     from ppoga_dspy.cli import main
-    from ppoga_dspy.experiments.runs import read_run
+    from ppoga_dspy.evaluation.runs import read_run
 
     limit_args = ["--limit", str(limit)] if limit else []
     code = main(["eval", "--dataset", dataset, "--lm", lm, "--out", str(out), "--no-progress", *limit_args, *extra])
@@ -49,7 +49,7 @@ def _repeat(rows: list[dict], n: int, out: Path) -> Path:
 
 
 def _compact_bytes(rows: list[dict]) -> float:
-    from ppoga_dspy.experiments.reasoning import compact_trace
+    from ppoga_dspy.evaluation.row_reasoning import compact_trace
 
     sizes = [len((json.dumps({**r, "trace": compact_trace(r["trace"])}, ensure_ascii=False) + "\n").encode())
              for r in rows]

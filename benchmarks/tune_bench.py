@@ -34,11 +34,11 @@ FILES = {
 
 def tune_one(name: str, args: argparse.Namespace, ranker) -> dict:
     """Tune one dataset's dev split from the default thresholds; the study's savings and plot paths."""
-    from ppoga_dspy.experiments.datasets import load_dataset
-    from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
+    from ppoga_dspy.datasets.loaders import load_dataset
     from ppoga_dspy.kg import open_kg
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.optimizers.tune import save_plots, savings_at_equal_accuracy, tune_thresholds
+    from ppoga_dspy.scripted.specs import scripted_lm_for_spec
 
     fmt, path, kb = FILES[name]
     examples = load_dataset(f"{fmt}:{args.data / path}", split=args.split, limit=args.n)

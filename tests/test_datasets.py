@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ppoga_dspy.datasets.loaders import DATASET_FORMATS, DatasetError, load_dataset, parse_spec, split_examples
 from ppoga_dspy.errors import PPoGAError
-from ppoga_dspy.experiments.datasets import DATASET_FORMATS, DatasetError, load_dataset, parse_spec, split_examples
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"

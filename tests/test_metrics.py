@@ -7,9 +7,9 @@ import doctest
 import dspy
 import pytest
 
-import ppoga_dspy.experiments.metrics as metrics
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.metrics import (
+import ppoga_dspy.evaluation.metrics as metrics
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.evaluation.metrics import (
     answer_f1,
     breakdown,
     dspy_metric,

@@ -46,7 +46,7 @@ def test_a_question_is_one_trace_with_stage_and_lm_spans(tmp_path, monkeypatch):
     import mlflow
 
     from ppoga_dspy.app import ProgramSettings, open_program
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.datasets.loaders import load_dataset
 
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "ppoga-test")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps the local file store in maintenance mode

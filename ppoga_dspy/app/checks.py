@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.planner_specs import ORACLE_LM
+from ppoga_dspy.scripted.specs import ORACLE_LM
 
 #: Providers ppoga handles itself, never routed through LiteLLM.
 OWN_PROVIDERS = ("local",)
@@ -31,7 +31,7 @@ def known_providers() -> set[str]:
 
 def check_lm_spec(spec: str | None, *, flag: str = "--lm") -> None:
     """Raise ConfigError (one line) when `spec`'s provider is neither LiteLLM's nor ours; None passes."""
-    from ppoga_dspy.experiments.planner_specs import is_scripted_spec
+    from ppoga_dspy.scripted.specs import is_scripted_spec
 
     if spec is None or spec == "none" or is_scripted_spec(spec):  # the no-model baseline, the scripted planners
         return

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.planner_specs import is_scripted_spec
+from ppoga_dspy.scripted.specs import is_scripted_spec
 
 # Benchmarks that ship their own KG: question file name -> KB file name in the same folder.
 _OWN_KG = {
@@ -101,7 +101,7 @@ def default_kg_path(dataset_spec: str | None) -> Path:
         if fmt == "metaqa" and (Path(path).parent / "kb.txt").is_file():
             return Path(path).parent / "kb.txt"
         if fmt == "nsm" and Path(path).is_file():
-            from ppoga_dspy.experiments.nsm import union_store
+            from ppoga_dspy.datasets.nsm import union_store
 
             return union_store(Path(path))
         raise ConfigError(f"--kg is required for {dataset_spec}: it does not ship its own KG")
@@ -159,7 +159,7 @@ def role_lms_for(
 
         return {"planner": NoModel(), "executor": NoModel()}, "none"
     if is_scripted_spec(planner_spec):
-        from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
+        from ppoga_dspy.scripted.specs import scripted_lm_for_spec
 
         lm = scripted_lm_for_spec(planner_spec, examples, seed=settings.seed, kg=kg)
         return {"planner": lm, "executor": lm}, planner_spec

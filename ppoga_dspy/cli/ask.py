@@ -31,7 +31,7 @@ def _ask(args: argparse.Namespace) -> int:
     offline_environment()
     from ppoga_dspy.app import open_program
     from ppoga_dspy.errors import ConfigError
-    from ppoga_dspy.experiments.runs import check_output_path
+    from ppoga_dspy.evaluation.runs import check_output_path
     from ppoga_dspy.text import from_data
 
     args.question = from_data(args.question)  # argv is outside text (bad bytes arrive as lone surrogates)

@@ -13,8 +13,8 @@ import os
 import sys
 from typing import Any
 
-from ppoga_dspy.experiments.planner_specs import ORACLE_LM
 from ppoga_dspy.kg.dialects import DIALECT_NAMES
+from ppoga_dspy.scripted.specs import ORACLE_LM
 
 __all__ = ["DIALECTS", "ORACLE_LM", "add_dataset_options", "add_kg_options", "add_program_options", "at_least",
            "load_examples", "offline_environment", "positive_float", "print_json", "program_settings"]
@@ -139,7 +139,7 @@ def add_dataset_options(parser: argparse.ArgumentParser, *, split: str | None, s
 def load_examples(args: argparse.Namespace, *, split: str | None = None, limit: int | None = None) -> list:
     """The questions the flags name; `--sample` draws from the main split only (dev and selection splits are
     scored whole or up to their own limits)."""
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.datasets.loaders import load_dataset
 
     main = split is None or split == args.split
     return load_dataset(args.dataset, split=split or args.split, limit=limit if limit is not None else args.limit,

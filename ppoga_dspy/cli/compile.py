@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ppoga_dspy.cli import common
-from ppoga_dspy.experiments.planner_specs import is_scripted_spec
+from ppoga_dspy.scripted.specs import is_scripted_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _teacher(args: argparse.Namespace, trainset: list, kg):
     """The LM that writes the demos: a scripted gold-path planner (it reads `kg` to plan per semantic hop)."""
     if is_scripted_spec(args.teacher_lm):
-        from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
+        from ppoga_dspy.scripted.specs import scripted_lm_for_spec
 
         return scripted_lm_for_spec(args.teacher_lm, trainset, seed=args.seed, kg=kg)
     if args.teacher_lm:
@@ -78,7 +78,7 @@ def _writer(args: argparse.Namespace, trainset: list, kg):
     """MIPROv2's prompt LM / GEPA's reflection LM: its own flag, else the teacher's or the student's LM when that
     LM can write prompts (a scripted planner cannot: it answers the program's signatures only)."""
     from ppoga_dspy.errors import ConfigError
-    from ppoga_dspy.experiments.scripted_proposer import PROPOSER_LM, proposer_lm
+    from ppoga_dspy.scripted.proposer import PROPOSER_LM, proposer_lm
 
     flag = "--prompt-lm" if args.optimizer == "mipro" else "--reflection-lm"
     spec = args.prompt_lm if args.optimizer == "mipro" else args.reflection_lm
@@ -116,9 +116,9 @@ def _check_budget_flags(args: argparse.Namespace) -> None:
 def _compile(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.app.checks import check_lm_spec
-    from ppoga_dspy.experiments.scripted_proposer import PROPOSER_LM
     from ppoga_dspy.optimizers.artifact import Artifact
     from ppoga_dspy.optimizers.compile import compile_program
+    from ppoga_dspy.scripted.proposer import PROPOSER_LM
 
     check_lm_spec(args.teacher_lm, flag="--teacher-lm")
     for flag, spec in (("--prompt-lm", args.prompt_lm), ("--reflection-lm", args.reflection_lm)):
@@ -182,7 +182,7 @@ def _provenance(args: argparse.Namespace, program, lm_description: str, examples
     """What a resumable compile is for (checked against its run folder): the LMs, the questions, the starting
     program, and the flags that shape the search. The budget (--trials, --auto with --trials) is left out,
     so a rerun with a larger budget extends the finished trials."""
-    from ppoga_dspy.experiments.evaluate import program_fingerprint
+    from ppoga_dspy.evaluation.evaluate import program_fingerprint
     from ppoga_dspy.optimizers.tune import tune_provenance
 
     return {**tune_provenance(lm=lm_description, dataset=args.dataset, split=args.split, seed=args.seed,

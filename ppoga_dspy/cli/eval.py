@@ -51,16 +51,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _eval(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.app import open_program
-    from ppoga_dspy.experiments.datasets import parse_spec
-    from ppoga_dspy.experiments.evaluate import example_id, program_fingerprint, run_evaluation, summarize
-    from ppoga_dspy.experiments.runs import check_output_path, run_lock
+    from ppoga_dspy.datasets.loaders import parse_spec
+    from ppoga_dspy.evaluation.evaluate import example_id, program_fingerprint, run_evaluation, summarize
+    from ppoga_dspy.evaluation.runs import check_output_path, run_lock
 
     args.out = check_output_path(args.out, inputs=(parse_spec(args.dataset)[1],), lock=True)  # before any work
     settings = common.program_settings(args)
     examples = common.load_examples(args)
     provenance_extra: dict = {}
     if args.shard:
-        from ppoga_dspy.experiments.shards import Shard
+        from ppoga_dspy.evaluation.shards import Shard
 
         shard = Shard.parse(args.shard)
         provenance_extra = shard.record(total=len(examples))
@@ -103,9 +103,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ppoga_dspy.experiments.evaluate import EvaluationError, summarize
-    from ppoga_dspy.experiments.pog_runs import read_scored_run
-    from ppoga_dspy.experiments.shards import are_shards_of_one_run, merge_runs
+    from ppoga_dspy.evaluation.evaluate import EvaluationError, summarize
+    from ppoga_dspy.evaluation.pog_runs import read_scored_run
+    from ppoga_dspy.evaluation.shards import are_shards_of_one_run, merge_runs
 
     runs: dict = {}
     run_notes: dict = {}
@@ -132,7 +132,7 @@ def _report(args: argparse.Namespace) -> int:
         summaries = {path: {**summarize(rows), **run_notes[path]} for path, rows in runs.items()}
     comparison = None
     if len(runs) > 1:
-        from ppoga_dspy.experiments.compare import compare_runs
+        from ppoga_dspy.report.compare import compare_runs
 
         comparison = compare_runs(runs, resamples=args.resamples)
         if comparison.coverage.warning:
@@ -141,13 +141,13 @@ def _report(args: argparse.Namespace) -> int:
     if comparison is not None and not args.json:
         from rich.console import Console
 
-        from ppoga_dspy.experiments.compare import comparison_tables
+        from ppoga_dspy.report.compare import comparison_tables
 
         console = Console()
         for table in comparison_tables(comparison):
             console.print(table)
     if args.html:
-        from ppoga_dspy.experiments.html_report import write_report
+        from ppoga_dspy.report.html import write_report
 
         written = write_report(args.html, runs, summaries=summaries, comparison=comparison)
         print(f"ppoga report: wrote {args.html} ({written / 1e6:.1f} MB)", file=sys.stderr)
@@ -157,7 +157,7 @@ def _report(args: argparse.Namespace) -> int:
 def _print_summaries(summaries: dict, *, as_json: bool) -> None:
     from rich.console import Console
 
-    from ppoga_dspy.experiments.evaluate import summary_table
+    from ppoga_dspy.evaluation.evaluate import summary_table
 
     if as_json:  # stdout carries the JSON and nothing else
         common.print_json(next(iter(summaries.values())) if len(summaries) == 1 else summaries)

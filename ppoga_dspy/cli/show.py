@@ -41,8 +41,8 @@ def _show(args: argparse.Namespace) -> int:
 
     from ppoga_dspy.cli import common
     from ppoga_dspy.cli.render import render_prediction
-    from ppoga_dspy.experiments.reasoning import has_reasoning
-    from ppoga_dspy.experiments.runs import EvaluationError, read_run
+    from ppoga_dspy.evaluation.runs import EvaluationError, read_run
+    from ppoga_dspy.report.reasoning import has_reasoning
 
     if not args.run.exists():
         raise EvaluationError(f"no run file at {args.run}; `ppoga eval ... --out {args.run}` writes one")

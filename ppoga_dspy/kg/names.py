@@ -3,7 +3,7 @@
 Choice matching (a model's "alan pulido" vs the candidate "Alan_PULIDO"), dialect label matching
 (`find_entities`) and the strict metrics all compare names through `normalize_name`, so a name that
 matches in one place matches in the others. (PoG's lenient Hits@1 keeps PoG's own rule, see
-`ppoga_dspy.experiments.metrics`, because it reproduces PoG's published numbers.)
+`ppoga_dspy.evaluation.metrics`, because it reproduces PoG's published numbers.)
 """
 
 from __future__ import annotations

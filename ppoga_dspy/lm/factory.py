@@ -190,7 +190,7 @@ def as_lm(value: Any, *, what: str = "lm") -> Any:
         return value
     if value.startswith("oracle/"):
         raise LMConfigError(f"{what} {value!r} is a scripted planner that follows a dataset's gold paths; build it "
-                            "with ppoga_dspy.experiments.planner_specs.scripted_lm_for_spec(spec, examples)")
+                            "with ppoga_dspy.scripted.specs.scripted_lm_for_spec(spec, examples)")
     return make_lm(value)
 
 

@@ -256,7 +256,7 @@ class Executor(dspy.Module):
     def _pruned(self, run: QuestionRun, entity: Entity, relation: Relation, group: list[Candidate], query: str,
                 prune: bool) -> list[Candidate]:
         """One (entity, relation) group after pruning; the trace records its size before and after and what is kept
-        (a traced fact for the measurement of each cut, experiments/instruments.py)."""
+        (a traced fact for the measurement of each cut, evaluation/instruments.py)."""
         kept = self._prune(group, query, run.thresholds.prune_threshold) if prune else group
         run.note("entities.pruned", entity=entity.id, relation=relation_key(relation), before=len(group),
                  after=len(kept), kept=[c.entity.id for c in kept])

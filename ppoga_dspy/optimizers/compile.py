@@ -24,8 +24,8 @@ from typing import Any
 import dspy
 
 from ppoga_dspy.errors import ConfigError, PPoGAError
-from ppoga_dspy.experiments.evaluate import score_program
-from ppoga_dspy.experiments.metrics import dspy_metric
+from ppoga_dspy.evaluation.evaluate import score_program
+from ppoga_dspy.evaluation.metrics import dspy_metric
 from ppoga_dspy.optimizers.names import OPTIMIZERS
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class CompileResult:
 
 def stage_feedback(example: Any, prediction: Any) -> str:
     """Feedback for GEPA's reflection: which stage went wrong, in words a prompt writer can act on."""
-    from ppoga_dspy.experiments.metrics import hits_at_1_lenient, normalize_lenient
+    from ppoga_dspy.evaluation.metrics import hits_at_1_lenient, normalize_lenient
 
     gold = list(getattr(example, "answers", []) or [])
     answers = list(getattr(prediction, "answers", []) or [])

@@ -114,7 +114,7 @@ class StoredEvaluate:
     def __call__(self, program: Any, devset: list | None = None, **kwargs: Any) -> Any:
         from dspy.evaluate.evaluate import EvaluationResult
 
-        from ppoga_dspy.experiments.evaluate import program_fingerprint
+        from ppoga_dspy.evaluation.evaluate import program_fingerprint
 
         questions = questions_digest(devset if devset is not None else self.evaluate.devset)
         candidate = program_fingerprint(program)

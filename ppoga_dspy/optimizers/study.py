@@ -246,7 +246,7 @@ def questions_digest(examples: list) -> str:
     """`N:HASH` of the questions' ids, in any order: the same questions give the same digest."""
     import hashlib
 
-    from ppoga_dspy.experiments.evaluate import example_id
+    from ppoga_dspy.evaluation.evaluate import example_id
 
     ids = "\n".join(sorted(str(example_id(e)) for e in examples))
     return f"{len(examples)}:{hashlib.sha256(ids.encode()).hexdigest()[:12]}"

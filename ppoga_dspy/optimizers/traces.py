@@ -61,7 +61,7 @@ def trace_question(teacher: Any, example: Any, names: dict[int, str]) -> Questio
     """Run one question with DSPy's trace on; every predictor call becomes a StageRecord."""
     import dspy
 
-    from ppoga_dspy.experiments.metrics import dspy_metric
+    from ppoga_dspy.evaluation.metrics import dspy_metric
 
     with dspy.context(trace=[]):
         prediction = teacher(question=example.question, topic_entities=getattr(example, "topic_entities", None))
@@ -85,7 +85,7 @@ def collect_traces(
     A wrong run's stages are wrong demos (a plan that misses the answer, a relation off the path), so
     they are dropped the way BootstrapFewShot drops traces that fail the metric.
     """
-    from ppoga_dspy.experiments.evaluate import parallel_map
+    from ppoga_dspy.evaluation.evaluate import parallel_map
 
     if not examples:
         raise ConfigError("the training split is empty: pass a larger dataset or another --split")

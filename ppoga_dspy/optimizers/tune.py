@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.evaluate import score_program
+from ppoga_dspy.evaluation.evaluate import score_program
 from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.optimizers.study import (
     DEFAULT_HEARTBEAT,

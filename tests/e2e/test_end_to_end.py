@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.scripted.engine import ScriptedEngine
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 from tests.conftest import REPO
 
 STAGES = {"decompose", "predict", "select_relations", "select_entities", "think", "evaluate", "replan", "answer"}

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ppoga_dspy.experiments.evaluate import choice_counts, run_evaluation, summarize
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.evaluation.evaluate import choice_counts, run_evaluation, summarize
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 from tests.conftest import shared_data
 
 
 @pytest.fixture(scope="module")
 def wc2014():
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.datasets.loaders import load_dataset
     from ppoga_dspy.kg import open_kg
 
     examples = load_dataset(f"wc2014:{shared_data('wc2014', 'WC-P2.txt')}", limit=4, split="test")

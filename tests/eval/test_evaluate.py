@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from ppoga_dspy.experiments.evaluate import read_run, run_evaluation, summarize
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.evaluation.evaluate import read_run, run_evaluation, summarize
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 from tests.conftest import REPO, shared_data
 
 SUMMARY_KEYS = {"n", "hits@1", "hits@1_strict", "f1", "failed", "lm_calls_mean", "lm_calls_median", "tokens_mean",
@@ -23,7 +23,7 @@ SUMMARY_KEYS = {"n", "hits@1", "hits@1_strict", "f1", "failed", "lm_calls_mean",
 
 @pytest.fixture(scope="module")
 def wc2014():
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.datasets.loaders import load_dataset
     from ppoga_dspy.kg import open_kg
 
     questions = shared_data("wc2014", "WC-P2.txt")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ppoga_dspy.experiments.datasets import DatasetError, load_dataset
-from ppoga_dspy.experiments.metaqa import ceiling, template_path
+from ppoga_dspy.datasets.loaders import DatasetError, load_dataset
+from ppoga_dspy.datasets.metaqa import ceiling, template_path
 from tests.conftest import shared_data
 
 
@@ -54,8 +54,8 @@ def test_a_file_without_its_templates_is_a_clear_error(tmp_path):
 
 def test_gold_path_runs_metaqa_questions_to_their_answers_and_the_instruments_see_each_cut(tmp_path, monkeypatch):
     from ppoga_dspy.app.session import ProgramSettings, open_program
-    from ppoga_dspy.experiments.evaluate import answer_one
-    from ppoga_dspy.experiments.instruments import instrument_table, measure_row
+    from ppoga_dspy.evaluation.evaluate import answer_one
+    from ppoga_dspy.evaluation.instruments import instrument_table, measure_row
     from ppoga_dspy.lm.settings import LMSettings
 
     monkeypatch.setenv("PPOGA_KG_CACHE", str(tmp_path / "cache"))

@@ -1,6 +1,6 @@
 """Which stage lost a missed question, read from a run row's trace and its gold path."""
 
-from ppoga_dspy.experiments.miss_stages import loss_counts, lost_at, markdown
+from ppoga_dspy.evaluation.miss_stages import loss_counts, lost_at, markdown
 
 PATH = ["directed_by (reverse)", "written_by"]
 

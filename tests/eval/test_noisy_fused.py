@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.pruning import EmbeddingRanker
+from ppoga_dspy.scripted.specs import scripted_lm_for_spec
 from tests.conftest import shared_data
 
 

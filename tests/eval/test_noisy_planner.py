@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import answer_one, parallel_map
-from ppoga_dspy.experiments.gold_path import golds_from_examples
-from ppoga_dspy.experiments.noisy_planner import NoisyPlanner
-from ppoga_dspy.experiments.planner_specs import is_scripted_spec, noise_rate, scripted_lm_for_spec
+from ppoga_dspy.evaluation.evaluate import answer_one, parallel_map
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.pruning import EmbeddingRanker
 from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.scripted.gold_path import golds_from_examples
+from ppoga_dspy.scripted.noisy_planner import NoisyPlanner
+from ppoga_dspy.scripted.specs import is_scripted_spec, noise_rate, scripted_lm_for_spec
 from tests.conftest import shared_data
 
 

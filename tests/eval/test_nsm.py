@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.nsm import kg_for, subgraph_ntriples
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.datasets.nsm import kg_for, subgraph_ntriples
 from tests.conftest import shared_data
 
 SPLITS = ("train", "dev", "test")
@@ -67,8 +67,8 @@ def test_a_subgraph_reads_in_the_freebase_dialect_with_unnamed_nodes_as_mediator
 @pytest.mark.parametrize("lm", ["none", "oracle/gold-path"])
 def test_the_eight_questions_run_end_to_end_on_their_subgraphs(lm):
     from ppoga_dspy.app.session import ProgramSettings, open_program
-    from ppoga_dspy.experiments.evaluate import answer_one
-    from ppoga_dspy.experiments.instruments import measure_row
+    from ppoga_dspy.evaluation.evaluate import answer_one
+    from ppoga_dspy.evaluation.instruments import measure_row
     from ppoga_dspy.lm.settings import LMSettings
 
     folder = shared_data("cwq-subgraph-sample")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ppoga_dspy.experiments import planner_texts as texts
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.planner_specs import scripted_lm_for_spec
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.pruning import EmbeddingRanker
+from ppoga_dspy.scripted import texts
+from ppoga_dspy.scripted.specs import scripted_lm_for_spec
 from tests.conftest import DEMO_KG
 
 ARTIFACT = Path(__file__).resolve().parents[2] / "data" / "embedded-demo.json"

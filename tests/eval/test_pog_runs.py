@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ppoga_dspy.cli import main
-from ppoga_dspy.experiments.pog_runs import PoGRunError, extracted_answers, read_scored_run
+from ppoga_dspy.evaluation.pog_runs import PoGRunError, extracted_answers, read_scored_run
 from tests.conftest import shared_data
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from ppoga_dspy.cli import main
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.runs import read_rows
+from ppoga_dspy.evaluation.runs import read_rows
 
 
 def _eval(out, *extra: str) -> int:

@@ -11,11 +11,11 @@ import time
 import pytest
 
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.evaluate import program_fingerprint, read_run, run_evaluation, summarize
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
-from ppoga_dspy.experiments.runs import RunLocked, RunMismatch, lock_path, read_rows, run_lock
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.evaluation.evaluate import program_fingerprint, read_run, run_evaluation, summarize
+from ppoga_dspy.evaluation.runs import RunLocked, RunMismatch, lock_path, read_rows, run_lock
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 from tests.conftest import DEMO_KG, REPO
 
 ENV = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
@@ -24,7 +24,7 @@ ENV = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", LITELLM_LOC
 
 @pytest.fixture(scope="module")
 def demo():
-    from ppoga_dspy.experiments.datasets import load_dataset
+    from ppoga_dspy.datasets.loaders import load_dataset
     from ppoga_dspy.kg import open_kg
 
     examples = load_dataset("demo", limit=4)
@@ -61,7 +61,7 @@ def test_a_file_with_duplicate_rows_reads_as_one_row_per_id_last_wins(tmp_path):
 def test_second_writer_is_refused_at_once_and_a_stale_lock_is_taken_over(tmp_path):
     out = tmp_path / "run.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from ppoga_dspy.experiments.runs import run_lock\n"
+        [sys.executable, "-c", "import sys, time; from ppoga_dspy.evaluation.runs import run_lock\n"
          f"with run_lock({str(out)!r}):\n    print('held', flush=True); time.sleep(60)"],
         cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)
     try:

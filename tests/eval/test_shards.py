@@ -7,10 +7,10 @@ import random
 
 import pytest
 
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import EvaluationError, example_id
-from ppoga_dspy.experiments.shards import Shard, are_shards_of_one_run, merge_runs
+from ppoga_dspy.evaluation.evaluate import EvaluationError, example_id
+from ppoga_dspy.evaluation.shards import Shard, are_shards_of_one_run, merge_runs
 
 TIMINGS = {"seconds_mean", "seconds_median"}
 

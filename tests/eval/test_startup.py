@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from ppoga_dspy.experiments.runs import read_run
+from ppoga_dspy.evaluation.runs import read_run
 from tests.conftest import REPO
 
 

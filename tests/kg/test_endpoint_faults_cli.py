@@ -70,7 +70,7 @@ def test_a_run_cut_short_by_a_dead_endpoint_resumes_with_retry_failed_once_it_is
     with servers.start_oxigraph([DEMO_KG], tmp_path / "oxigraph") as back:
         done = _run(*common, "--kg", back.url, "--retry-failed", cwd=tmp_path)
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
-    from ppoga_dspy.experiments.evaluate import read_run
+    from ppoga_dspy.evaluation.evaluate import read_run
 
     rows = read_run(out)
     assert len(rows) == 5 and len({r["id"] for r in rows}) == 5

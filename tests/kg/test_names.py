@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ppoga_dspy.experiments.metrics import hits_at_1_strict, normalize_strict
+from ppoga_dspy.evaluation.metrics import hits_at_1_strict, normalize_strict
 from ppoga_dspy.kg.dialects import normalise_label
 from ppoga_dspy.kg.names import normalize_name
 from ppoga_dspy.method.choices import match_choices, same_name

@@ -31,8 +31,8 @@ def echo_handler(tag: str):
 @pytest.fixture
 def scripted_server():
     """Start scripted loopback servers on free ports: `scripted_server(tag, model_name)` -> (server, engine)."""
-    from ppoga_dspy.experiments.scripted_engine import ScriptedEngine
     from ppoga_dspy.lm.server import serve_lm
+    from ppoga_dspy.scripted.engine import ScriptedEngine
 
     started = []
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from ppoga_dspy.experiments.scripted_engine import SIGNATURE_OUTPUTS, parse_request
 from ppoga_dspy.inference.constraints import constraints_for, read_prompt
 from ppoga_dspy.inference.guided import adapter_output_fields
 from ppoga_dspy.lm.adapter import STRUCTURE, CompactChatAdapter, compact_adapter, object_schema
+from ppoga_dspy.scripted.engine import SIGNATURE_OUTPUTS, parse_request
 from ppoga_dspy.signatures.executor import SelectEntities, SelectRelationPairs, SelectRelations
 from ppoga_dspy.signatures.planner import Decompose, DecomposePredict, Evaluate, PlanStep, Replan, ThinkEvaluate
 

@@ -10,14 +10,14 @@ import json
 
 import pytest
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import run_evaluation, summarize
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.evaluation.evaluate import run_evaluation, summarize
 from ppoga_dspy.lm import LMConfigError, make_lm, serve_lm
 from ppoga_dspy.lm.schema_replies import conform, requested_schema
 from ppoga_dspy.lm.structured import reply_schema, wire_form, wire_kwargs
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.scripted.engine import ScriptedEngine
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 from ppoga_dspy.signatures.executor import SelectRelations
 from ppoga_dspy.signatures.planner import Evaluate
 

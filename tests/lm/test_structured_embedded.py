@@ -15,8 +15,8 @@ import urllib.request
 import jsonschema
 import pytest
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import run_evaluation, summarize
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.evaluation.evaluate import run_evaluation, summarize
 from ppoga_dspy.lm import make_lm, serve_lm
 from ppoga_dspy.lm.server import STRUCTURED_HEADER
 from ppoga_dspy.lm.structured import reply_schema, structured_adapter, wire_kwargs

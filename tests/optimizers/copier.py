@@ -29,7 +29,7 @@ class CopierEngine:
     def complete(self, request):
         from dspy.lm15 import Message, Response, TextPart, Usage
 
-        from ppoga_dspy.experiments.scripted_engine import SIGNATURE_OUTPUTS, parse_request
+        from ppoga_dspy.scripted.engine import SIGNATURE_OUTPUTS, parse_request
 
         users = [m.text or "" for m in request.messages if m.role == "user"]
         replies = [m.text or "" for m in request.messages if m.role == "assistant"]

@@ -60,12 +60,12 @@ def test_the_artifacts_adapter_goes_to_the_embedded_role_lms_only(tmp_path):
 def test_a_finetuned_artifact_loads_its_adapter_and_generates(demo_kg, tmp_path):
     """One LoRA step on five pairs, then `open_program` with the artifact: the adapted model answers."""
     from ppoga_dspy.app import ProgramSettings, open_program
-    from ppoga_dspy.experiments.datasets import load_dataset
-    from ppoga_dspy.experiments.gold_path import oracle_lm
+    from ppoga_dspy.datasets.loaders import load_dataset
     from ppoga_dspy.inference.loading import _REGISTRY, load_embedded
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.optimizers.finetune import adapter_folder_for, train_lora, training_pairs
     from ppoga_dspy.optimizers.traces import collect_traces
+    from ppoga_dspy.scripted.gold_path import oracle_lm
 
     train = load_dataset("demo", split="train")[:3]
     program = PPoGA(demo_kg)

@@ -8,14 +8,14 @@ import warnings
 import dspy
 import pytest
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.question_run import jsonable
 from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.optimizers.artifact import SCHEMA, Artifact, ArtifactError, ArtifactLMMismatch, load_artifact
 from ppoga_dspy.optimizers.compile import compile_program, stage_feedback
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 
 
 def any_signature(inputs):

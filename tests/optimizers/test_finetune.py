@@ -7,13 +7,13 @@ import json
 
 import pytest
 
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.errors import ArtifactError
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.gold_path import oracle_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.optimizers.artifact import Artifact, load_artifact
 from ppoga_dspy.optimizers.finetune import adapter_folder_for, finetune_artifact, train_lora, training_pairs
 from ppoga_dspy.optimizers.traces import collect_traces, teacher_program
+from ppoga_dspy.scripted.gold_path import oracle_lm
 
 
 @pytest.fixture(scope="module")

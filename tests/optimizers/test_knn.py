@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.errors import ArtifactError
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import score_program
-from ppoga_dspy.experiments.gold_path import oracle_lm
+from ppoga_dspy.evaluation.evaluate import score_program
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.optimizers.artifact import SCHEMA, Artifact, load_artifact
 from ppoga_dspy.optimizers.compile import compile_program
 from ppoga_dspy.optimizers.knn import DemoPool, KNNPredict, pool_of
+from ppoga_dspy.scripted.gold_path import oracle_lm
 from tests.conftest import DEMO_KG, REPO, shared_data
 from tests.optimizers.copier import CopierEngine, copier_lm
 
@@ -139,8 +139,8 @@ def test_artifact_reproduces_its_score_in_a_fresh_process(demo_kg, demo, tmp_pat
     script = (
         "import json, sys\n"
         "from ppoga_dspy.kg import open_kg\n"
-        "from ppoga_dspy.experiments.datasets import load_dataset\n"
-        "from ppoga_dspy.experiments.evaluate import score_program\n"
+        "from ppoga_dspy.datasets.loaders import load_dataset\n"
+        "from ppoga_dspy.evaluation.evaluate import score_program\n"
         "from ppoga_dspy.optimizers.artifact import load_artifact\n"
         "from tests.optimizers.test_knn import _copier_program\n"
         "kg = open_kg(sys.argv[2])\n"

@@ -6,13 +6,13 @@ import pytest
 
 from ppoga_dspy.app import open_program
 from ppoga_dspy.app.session import ProgramSettings
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import answer_one
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.evaluation.evaluate import answer_one
 from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.no_model import NoModel
 from ppoga_dspy.lm.settings import LMSettings
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
 
 LM_STAGES = {"decompose", "predict", "think", "evaluate", "answer", "select_relations", "select_entities", "replan"}
 

@@ -81,7 +81,7 @@ def test_sqlite_heartbeat_fails_a_silent_trial_and_enqueues_it_again(tmp_path):
     assert trials[1].params == trials[0].params
 
 
-def _claim_all(spec: str, trial_ids: list[int], start_at: float, claimed: "multiprocessing.Queue") -> None:
+def _claim_all(spec: str, trial_ids: list[int], start_at: float, claimed: multiprocessing.Queue) -> None:
     """One worker's claims: every WAITING trial it manages to move to RUNNING (what `study.ask` does)."""
     storage = open_storage(spec)
     while time.time() < start_at:

@@ -10,7 +10,7 @@ import pytest
 
 import ppoga_dspy.optimizers.tune as tune
 from ppoga_dspy.app import ProgramSettings, open_program
-from ppoga_dspy.experiments.datasets import load_dataset
+from ppoga_dspy.datasets.loaders import load_dataset
 from ppoga_dspy.optimizers.tune import SWITCHES, ablation_of, suggest_thresholds, tune_thresholds
 
 

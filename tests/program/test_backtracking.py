@@ -7,7 +7,7 @@ step 2 then reaches nothing, and its retry starts from step 1's other candidate,
 
 from __future__ import annotations
 
-from ppoga_dspy.experiments.gold_path import gold_path_handlers
+from ppoga_dspy.scripted.gold_path import gold_path_handlers
 from tests.program.test_program import mid, run, stages
 
 QUESTION = "Which place contains the birthplace of Christopher Nolan?"

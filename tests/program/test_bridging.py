@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ppoga_dspy.experiments.gold_path import gold_path_handlers
 from ppoga_dspy.method.gating import names_relation, relation_names
+from ppoga_dspy.scripted.gold_path import gold_path_handlers
 from tests.program.test_fidelity_at_scale import irn_kg
 from tests.program.test_program import run, stages
 

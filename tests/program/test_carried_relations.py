@@ -5,10 +5,10 @@ pyoxigraph store) with the scripted gold-path planner."""
 
 from __future__ import annotations
 
-from ppoga_dspy.experiments.gold_path import gold_path_handlers
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.scripted.engine import ScriptedEngine
+from ppoga_dspy.scripted.gold_path import gold_path_handlers
 
 from .test_program import GOLD, QUESTION, stages
 from .test_stage_modes import ask, carrying_nothing

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dspy
 
-from ppoga_dspy.experiments.gold_path import gold_path_handlers
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.kg.base import Entity, Triple
 from ppoga_dspy.method.costs import Costs
 from ppoga_dspy.method.memory import Memory, StrategicMemory
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import gold_path_handlers
 from tests.program.test_program import GOLD, QUESTION, mid, run, stages
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ppoga_dspy.experiments.gold_path import gold_path_handlers
+from ppoga_dspy.scripted.gold_path import gold_path_handlers
 from tests.program.test_program import run, stages
 
 
@@ -75,9 +75,9 @@ def run_ranked(kg, handlers, question, topics, ranker, **thresholds):
     """`run` with the program's ranker given (pruning, menus and backtracking rank with it)."""
     import dspy
 
-    from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
     from ppoga_dspy.method.program import PPoGA
     from ppoga_dspy.method.thresholds import Thresholds
+    from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
 
     engine = ScriptedEngine(handlers)
     program = PPoGA(kg, thresholds=Thresholds(**thresholds), ranker=ranker)
@@ -381,10 +381,10 @@ def test_the_models_own_answer_is_kept_and_marked_ungrounded_over_a_loopback_ser
     is kept (not the last frontier), marked ungrounded, and the evaluation scores it apart."""
     import dspy
 
-    from ppoga_dspy.experiments.evaluate import record_for, summarize
-    from ppoga_dspy.experiments.scripted_engine import ScriptedEngine
+    from ppoga_dspy.evaluation.evaluate import record_for, summarize
     from ppoga_dspy.lm import make_lm, serve_lm
     from ppoga_dspy.method.program import PPoGA
+    from ppoga_dspy.scripted.engine import ScriptedEngine
 
     kg = irn_kg(tmp_path, ["Inception directed_by Christopher_Nolan", "Inception release_year 2010"])
     engine = ScriptedEngine(_knows_london(gold_path_handlers(BORN_GOLD)))

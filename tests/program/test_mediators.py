@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dspy
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import score_program
-from ppoga_dspy.experiments.gold_path import golds_from_examples, oracle_lm, semantic_steps
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.evaluation.evaluate import score_program
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.scripted.gold_path import golds_from_examples, oracle_lm, semantic_steps
 
 
 def _cvt_questions():

@@ -7,10 +7,10 @@ import json
 import dspy
 import pytest
 
-from ppoga_dspy.experiments.gold_path import gold_path_handlers
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import gold_path_handlers
 
 QUESTION = "Where was the director of Inception born?"
 GOLD = {

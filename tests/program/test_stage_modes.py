@@ -5,13 +5,13 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, golds_from_examples
-from ppoga_dspy.experiments.metrics import score_prediction
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.evaluation.metrics import score_prediction
 from ppoga_dspy.method.program import PPoGA
 from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.method.vocabulary import StageMode
+from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 
 from .test_program import GOLD, QUESTION, mid, stages
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dspy
 
-from ppoga_dspy.experiments.datasets import load_dataset
-from ppoga_dspy.experiments.evaluate import score_program
-from ppoga_dspy.experiments.gold_path import gold_path_handlers, oracle_lm
+from ppoga_dspy.datasets.loaders import load_dataset
+from ppoga_dspy.evaluation.evaluate import score_program
 from ppoga_dspy.method.planner import step_action
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.scripted.gold_path import gold_path_handlers, oracle_lm
 from tests.conftest import shared_data
 from tests.program.test_program import GOLD, QUESTION, mid, run, stages
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ppoga_dspy.cli import main
-from ppoga_dspy.experiments.compare import compare_runs, comparison_json
-from ppoga_dspy.experiments.runs import read_run
+from ppoga_dspy.evaluation.runs import read_run
+from ppoga_dspy.report.compare import compare_runs, comparison_json
 
 
 def test_compare_on_shared_questions(demo_runs):

@@ -7,10 +7,10 @@ import re
 from html.parser import HTMLParser
 
 from ppoga_dspy.cli import main
-from ppoga_dspy.experiments.compare import compare_runs
-from ppoga_dspy.experiments.html_report import write_report
-from ppoga_dspy.experiments.report_data import chain_graph, correction_effects, groups_with_intervals
-from ppoga_dspy.experiments.runs import read_run
+from ppoga_dspy.evaluation.runs import read_run
+from ppoga_dspy.report.compare import compare_runs
+from ppoga_dspy.report.data import chain_graph, correction_effects, groups_with_intervals
+from ppoga_dspy.report.html import write_report
 
 
 class _Page(HTMLParser):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ppoga_dspy.cli import main
-from ppoga_dspy.experiments.runs import read_run
+from ppoga_dspy.evaluation.runs import read_run
 from ppoga_dspy.testing.browser import chromium_page, find_chromium
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="no chromium on PATH (apt-get install chromium; "

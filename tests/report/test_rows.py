@@ -6,8 +6,8 @@ import json
 
 from ppoga_dspy.cli import main
 from ppoga_dspy.errors import DataError
-from ppoga_dspy.experiments.reasoning import corrections, has_reasoning, timeline
-from ppoga_dspy.experiments.runs import read_run
+from ppoga_dspy.evaluation.runs import read_run
+from ppoga_dspy.report.reasoning import corrections, has_reasoning, timeline
 
 LM_STAGES = {"decompose", "predict", "think", "evaluate", "answer", "select_relations", "select_entities", "replan"}
 

@@ -1,4 +1,4 @@
-"""The intervals and tests of experiments/stats.py on known values."""
+"""The intervals and tests of report/stats.py on known values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ppoga_dspy.experiments.stats import (
+from ppoga_dspy.report.stats import (
     binomial_two_sided,
     mcnemar_exact,
     paired_bootstrap,

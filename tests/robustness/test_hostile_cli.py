@@ -118,7 +118,7 @@ def test_output_paths_are_checked_before_any_work(tmp_path, capsys):
 
 
 def test_a_run_file_through_a_link_shares_the_real_files_lock_and_the_link_stays(tmp_path, capsys):
-    from ppoga_dspy.experiments.runs import lock_path, run_lock
+    from ppoga_dspy.evaluation.runs import lock_path, run_lock
 
     real = tmp_path / "real.jsonl"
     link = tmp_path / "link.jsonl"
@@ -130,7 +130,7 @@ def test_a_run_file_through_a_link_shares_the_real_files_lock_and_the_link_stays
 
 
 def test_a_run_file_on_a_device_is_never_read(capsys):
-    from ppoga_dspy.experiments.runs import EvaluationError, read_rows
+    from ppoga_dspy.evaluation.runs import EvaluationError, read_rows
 
     with pytest.raises(EvaluationError, match="not a regular file"):
         read_rows(Path("/dev/zero"))
@@ -157,7 +157,7 @@ def test_a_damaged_line_is_one_error_naming_its_line(damage, line, tmp_path, cap
 
 
 def test_a_last_line_cut_inside_a_character_is_dropped(tmp_path):
-    from ppoga_dspy.experiments.runs import read_rows
+    from ppoga_dspy.evaluation.runs import read_rows
 
     run = tmp_path / "r.jsonl"
     run.write_bytes(GOOD + '{"id": "b", "question": "caf\u00e9'.encode()[:-1])

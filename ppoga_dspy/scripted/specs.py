@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ppoga_dspy.experiments.gold_path import oracle_lm
-from ppoga_dspy.experiments.noisy_planner import noisy_lm
+from ppoga_dspy.scripted.gold_path import oracle_lm
+from ppoga_dspy.scripted.noisy_planner import noisy_lm
 
 #: The `--lm` spec of the scripted perfect planner that follows each question's gold path.
 ORACLE_LM = "oracle/gold-path"

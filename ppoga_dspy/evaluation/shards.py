@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ppoga_dspy.errors import ConfigError
-from ppoga_dspy.experiments.evaluate import EvaluationError, example_id
+from ppoga_dspy.evaluation.evaluate import EvaluationError, example_id
 
 SHARD_KEY = "shard"
 

@@ -93,8 +93,8 @@ def _key(question: str) -> str:
 
 def score_pog_rows(rows: list[dict[str, Any]], examples: list) -> tuple[list[dict[str, Any]], int]:
     """PoG lines as our run rows (metrics, costs, metadata), and how many found no question in `examples`."""
-    from ppoga_dspy.experiments.evaluate import example_id
-    from ppoga_dspy.experiments.metrics import score_prediction
+    from ppoga_dspy.evaluation.evaluate import example_id
+    from ppoga_dspy.evaluation.metrics import score_prediction
 
     by_question = {_key(e.question): e for e in examples}
     scored, unmatched = [], 0
@@ -126,7 +126,7 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
 
     Our run files carry their metrics. A PoG file needs `dataset` (a loader spec) for its gold answers.
     """
-    from ppoga_dspy.experiments.runs import check_run_file, read_rows, read_run
+    from ppoga_dspy.evaluation.runs import check_run_file, read_rows, read_run
 
     path = Path(path)
     check_run_file(path)  # a device or FIFO is never read as a run
@@ -138,7 +138,7 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
         if not dataset:
             raise PoGRunError(f"{path} is a PoG result file, which holds no gold answers: pass --dataset SPEC, "
                               "e.g. --dataset cwq:../shared/data/freebase-questions/cwq.json")
-        from ppoga_dspy.experiments.datasets import load_dataset
+        from ppoga_dspy.datasets.loaders import load_dataset
 
         scored, unmatched = score_pog_rows(rows, load_dataset(dataset))
         return scored, {"format": "pog", "lines": len(rows), "unmatched": unmatched}

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ppoga_dspy.experiments import planner_texts as texts
-from ppoga_dspy.experiments.fused_handlers import (
+from ppoga_dspy.scripted import texts
+from ppoga_dspy.scripted.engine import Handler, ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.fused_handlers import (
     decompose_predicting,
     fact_lines,
     next_pairs,
@@ -20,7 +21,6 @@ from ppoga_dspy.experiments.fused_handlers import (
     pairs_by_entity,
     predicted_next,
 )
-from ppoga_dspy.experiments.scripted_engine import Handler, ScriptedEngine, scripted_lm
 
 #: The relation a plan step names ("follow relation r").
 FOLLOW = re.compile(r"follow relation ([^\s]+)")
@@ -155,7 +155,7 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
 
 
 def golds_from_examples(examples, *, kg: Any = None) -> dict[str, dict[str, Any]]:
-    """Gold-path facts of loaded examples (see `ppoga_dspy.experiments.datasets`), keyed by question text.
+    """Gold-path facts of loaded examples (see `ppoga_dspy.datasets.loaders`), keyed by question text.
 
     Relations come from `metadata["paths"]` (branches in order); entities on the path from the IRN
     gold-path text when there is one (`a#r1#b#r2#c`), plus the answers. `hops[i]` names the entities

@@ -98,7 +98,7 @@ def _items(path: Path) -> list[dict[str, Any]]:
 
 def load_nsm(path: Path) -> list:
     """One example per question: topic entities by id with their names, answers by name (ids kept)."""
-    from ppoga_dspy.experiments.datasets import _example
+    from ppoga_dspy.datasets.examples import make_example
 
     vocab = vocabulary(path.parent)
     examples = []
@@ -107,7 +107,7 @@ def load_nsm(path: Path) -> list:
         answers = [a.get("text") or a.get("kb_id", "") for a in item.get("answers") or []]
         ids = [a["kb_id"] for a in item.get("answers") or [] if a.get("kb_id")]
         tuples = (item.get("subgraph") or {}).get("tuples") or []
-        examples.append(_example(
+        examples.append(make_example(
             id=str(item.get("id", f"{path.stem}-{number}")), question=item["question"], topic_entities=topics,
             answers=answers, answer_ids=ids, dataset="nsm", source=path.name, source_path=str(path.resolve()),
             subgraph_line=number,

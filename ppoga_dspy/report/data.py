@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ppoga_dspy.experiments.metrics import breakdown
-from ppoga_dspy.experiments.reasoning import corrections, is_routine_override, timeline
-from ppoga_dspy.experiments.stats import wilson_interval
+from ppoga_dspy.evaluation.metrics import breakdown
+from ppoga_dspy.report.reasoning import corrections, is_routine_override, timeline
+from ppoga_dspy.report.stats import wilson_interval
 
 #: Group keys of the breakdown (row top level or metadata), in the order the report shows them.
 GROUP_KEYS = ("hops", "type", "level")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ppoga_dspy.experiments.instruments import evidence_text, mentions, trace_events
+from ppoga_dspy.evaluation.instruments import evidence_text, mentions, trace_events
 from ppoga_dspy.method.gating import names_relation
 
 STAGES = ("plan", "relation choice", "entity choice", "answer")

@@ -14,8 +14,9 @@ import threading
 from collections import Counter
 from typing import Any
 
-from ppoga_dspy.experiments import planner_texts as texts
-from ppoga_dspy.experiments.fused_handlers import (
+from ppoga_dspy.scripted import texts
+from ppoga_dspy.scripted.engine import Handler, ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.fused_handlers import (
     decompose_predicting,
     fact_lines,
     next_pairs,
@@ -23,8 +24,7 @@ from ppoga_dspy.experiments.fused_handlers import (
     pairs_by_entity,
     predicted_next,
 )
-from ppoga_dspy.experiments.gold_path import FOLLOW, REVERSE, golds_from_examples, label_of, plan_steps, walk_directions
-from ppoga_dspy.experiments.scripted_engine import Handler, ScriptedEngine, scripted_lm
+from ppoga_dspy.scripted.gold_path import FOLLOW, REVERSE, golds_from_examples, label_of, plan_steps, walk_directions
 
 _HOP = re.compile(r"\(hop (\d+)\)")
 _SELECTED = re.compile(r"^\s*selected\b[^:]*:\s*(.*)$", re.I | re.M)

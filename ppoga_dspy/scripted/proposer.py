@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ppoga_dspy.experiments.scripted_engine import ScriptedEngine, format_reply, parse_request, scripted_lm
+from ppoga_dspy.scripted.engine import ScriptedEngine, format_reply, parse_request, scripted_lm
 
 #: The spec of the scripted prompt writer (`--prompt-lm`, `--reflection-lm`).
 PROPOSER_LM = "oracle/proposer"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ppoga_dspy.experiments.scripted_engine import Handler
+from ppoga_dspy.scripted.engine import Handler
 
 
 def fact_lines(inputs: dict[str, Any]) -> list[str]:

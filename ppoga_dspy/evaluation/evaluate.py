@@ -8,7 +8,7 @@ A line holds what PoG's evaluation scripts read (`question`, `RawQuestion`, `res
 Resuming: questions whose id is already in the file are skipped, so an interrupted run (Ctrl-C, a
 crash, a killed machine) continues where it stopped; a half-written last line is dropped first.
 `retry_failed` also reruns the questions whose row failed; the new row supersedes the old one (the
-last row of an id wins, see `ppoga_dspy.experiments.runs`), and the file is compacted to one row
+last row of an id wins, see `ppoga_dspy.evaluation.runs`), and the file is compacted to one row
 per id when the run ends. One process writes a file at a time (`PATH.lock`), and each row records
 the LM and program fingerprint, so a resume with another LM or program is refused.
 Summaries are computed from the file, so a resumed run reports the same totals as an
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.experiments.metrics import breakdown
-from ppoga_dspy.experiments.runs import (
+from ppoga_dspy.evaluation.metrics import breakdown
+from ppoga_dspy.evaluation.runs import (
     EvaluationError,
     RunLocked,
     RunMismatch,
@@ -62,9 +62,9 @@ def example_id(example: Any) -> str:
 
 def record_for(example: Any, prediction: Any, seconds: float, *, keep_prompts: bool = False) -> dict[str, Any]:
     """One JSONL line: PoG's fields, our metrics, status, costs, and the reasoning (plan, step cycles, trace;
-    see `ppoga_dspy.experiments.reasoning`; `keep_prompts` keeps each LM call's inputs too)."""
-    from ppoga_dspy.experiments.metrics import score_prediction
-    from ppoga_dspy.experiments.reasoning import reasoning_fields
+    see `ppoga_dspy.evaluation.row_reasoning`; `keep_prompts` keeps each LM call's inputs too)."""
+    from ppoga_dspy.evaluation.metrics import score_prediction
+    from ppoga_dspy.evaluation.row_reasoning import reasoning_fields
 
     costs = dict(getattr(prediction, "costs", {}) or {})
     answers = list(getattr(prediction, "answers", []) or [])
@@ -143,7 +143,7 @@ def run_evaluation(
     `provenance` (e.g. `{"lm": "openai/gpt-4o-mini", "program": program_fingerprint(program)}`) is
     written into every row and checked against the rows already in the file (RunMismatch on a
     difference). `retry_failed` reruns questions whose latest row failed. `keep_prompts` keeps each LM call's
-    inputs in the rows' trace (see `ppoga_dspy.experiments.reasoning`). The file is locked for the
+    inputs in the rows' trace (see `ppoga_dspy.evaluation.row_reasoning`). The file is locked for the
     whole run (RunLocked if another process holds it). Threads inherit the caller's DSPy context (LM,
     adapter, usage tracking). Ctrl-C stops submitting, lets questions in flight finish writing, and
     leaves a valid, resumable file.

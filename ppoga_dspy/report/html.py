@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.experiments.report_data import (
+from ppoga_dspy.report.data import (
     correction_effects,
     corrections,
     group_value,
@@ -25,7 +25,7 @@ from ppoga_dspy.experiments.report_data import (
     hit,
     question_view,
 )
-from ppoga_dspy.experiments.stats import wilson_interval
+from ppoga_dspy.report.stats import wilson_interval
 
 _SUMMARY_ROWS = (
     ("questions", "n", "{:.0f}"), ("Hits@1 (strict)", "hits@1_strict", "{:.3f}"),
@@ -52,11 +52,11 @@ def write_report(
     """Write the report for `runs` (name -> rows) to `path` atomically; the number of bytes written."""
     from plotly.offline import get_plotlyjs
 
-    from ppoga_dspy.experiments import report_plots as plots
-    from ppoga_dspy.experiments.compare import comparison_json
-    from ppoga_dspy.experiments.evaluate import summarize
+    from ppoga_dspy.evaluation.evaluate import summarize
+    from ppoga_dspy.report import plots
+    from ppoga_dspy.report.compare import comparison_json
 
-    page_css, page_js = (resources.files("ppoga_dspy.experiments").joinpath(name).read_text(encoding="utf-8")
+    page_css, page_js = (resources.files("ppoga_dspy.report").joinpath(name).read_text(encoding="utf-8")
                          for name in ("report.css", "report.js"))
     summaries = summaries or {name: summarize(rows) for name, rows in runs.items()}
     names = list(runs)

@@ -24,59 +24,24 @@ A spec is `FORMAT:PATH` (`pathquestion:../shared/data/pathquestion/PQ-2H.txt`) o
 from __future__ import annotations
 
 import json
-import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ppoga_dspy.data import DEMO_QUESTIONS, DEMO_TRAIN
-from ppoga_dspy.errors import ConfigError, DataError
+from ppoga_dspy.datasets.examples import (
+    SPLITS,
+    DatasetError,
+    DatasetSpecError,
+    dedupe,
+    make_example,
+    sample_examples,
+    split_examples,
+)
 
-SPLITS = ("train", "dev", "test")
 _QID = re.compile(r"Q\d+")
 _PREFIXES = ("http://rdf.freebase.com/ns/", "ns:", "fb:")
-
-
-class DatasetError(DataError, ValueError):
-    """A dataset file is missing or does not parse as its format; the message names the file."""
-
-
-class DatasetSpecError(ConfigError, DatasetError):
-    """A dataset spec, split, limit or fraction is not one the loader accepts; the message lists what is."""
-
-
-def _example(*, id: str, question: str, topic_entities: dict[str, str], answers: Iterable[str],
-             answer_ids: Iterable[str] = (), **metadata: Any):
-    """Every loader's one exit: the text of a data file passes the incoming-text rule (`ppoga_dspy.text.from_data`:
-    valid Unicode, no controls or escapes, no prompt field headers) here, and a blank question is refused."""
-    import dspy
-
-    from ppoga_dspy.text import clean_tree, from_data
-
-    id, question = from_data(id), from_data(question)
-    if not question.strip():
-        raise DatasetError(f"question {id!r} is empty; a question needs text (remove or fill it)")
-    topic_entities = clean_tree(dict(topic_entities), rule=from_data)
-    answers, answer_ids = [from_data(a) for a in answers], [from_data(a) for a in answer_ids]
-    meta = {"type": None, "level": None, "hops": None, "path": [], "paths": []} | clean_tree(metadata, rule=from_data)
-    if not meta["paths"] and meta["path"]:
-        meta["paths"] = [list(meta["path"])]
-    meta.setdefault("group", " ".join(question.lower().split()))
-    return dspy.Example(
-        id=id, question=question.strip(), topic_entities=topic_entities, answers=_dedupe(answers),
-        answer_ids=_dedupe(answer_ids), metadata=meta,
-    ).with_inputs("question", "topic_entities")
-
-
-def _dedupe(items: Iterable[str]) -> list[str]:
-    """Non-empty strings, first occurrence kept, order kept (the first answer is the best one)."""
-    seen: dict[str, None] = {}
-    for item in items:
-        text = str(item).strip()
-        if text and text not in seen:
-            seen[text] = None
-    return list(seen)
 
 
 def _mid(entity: str) -> str:
@@ -133,8 +98,8 @@ def _load_pathquestion(path: Path) -> list:
             raise ValueError(f"line {number}: expected question, answer and gold path separated by tabs")
         question, answer_col, gold = cols[0].strip(), cols[1].strip(), cols[2].strip()
         entities, relations = _gold_path(gold)
-        answers = _dedupe([entities[-1], *_pq_answers(answer_col)])
-        examples.append(_example(
+        answers = dedupe([entities[-1], *_pq_answers(answer_col)])
+        examples.append(make_example(
             id=f"{path.stem}-{number:05d}", question=question, topic_entities={entities[0]: entities[0]},
             answers=answers, answer_ids=answers, dataset="pql" if "<end>" not in gold else "pathquestion",
             source=path.name, type=f"{len(relations)}-hop", hops=len(relations), path=relations, group=gold,
@@ -151,9 +116,9 @@ def _load_wc2014(path: Path) -> list:
         question, answer, gold, answer_set = (c.strip() for c in cols[:4])
         branches = [_gold_path(p) for p in gold.split("*")]
         relations = [r for _, rels in branches for r in rels]
-        answers = _dedupe([answer, *answer_set.split("/")])
+        answers = dedupe([answer, *answer_set.split("/")])
         conjunctive = len(branches) > 1
-        examples.append(_example(
+        examples.append(make_example(
             id=f"{path.stem}-{number:05d}", question=question,
             topic_entities={ents[0]: ents[0] for ents, _ in branches}, answers=answers, answer_ids=answers,
             dataset="wc2014", source=path.name, type="conjunctive" if conjunctive else f"{len(relations)}-hop",
@@ -183,7 +148,7 @@ def _load_cwq(path: Path) -> list:
     aname_file = path.with_name("cwq_aname_dict.json")
     anames = json.loads(aname_file.read_text(encoding="utf-8")) if aname_file.is_file() else {}
     return [
-        _example(
+        make_example(
             id=str(item.get("ID", f"cwq-{i}")), question=item["question"],
             topic_entities=_topics(item.get("topic_entity")),
             answers=[item.get("answer", ""), *anames.get(item["question"], [])], dataset="cwq", source=path.name,
@@ -204,7 +169,7 @@ def _load_grailqa(path: Path) -> list:
             if ans.get("answer_type") == "Entity":
                 ids.append(_mid(argument))
         relations = [e["relation"] for e in (item.get("graph_query") or {}).get("edges", []) if e.get("relation")]
-        examples.append(_example(
+        examples.append(make_example(
             id=str(item["qid"]), question=item["question"], topic_entities=_topics(item.get("topic_entity")),
             answers=answers, answer_ids=ids, dataset="grailqa", source=path.name, type=item.get("function"),
             level=item.get("level"), hops=item.get("num_edge"), path=relations,
@@ -228,7 +193,7 @@ def _load_webqsp(path: Path) -> list:
             topics = {_mid(parses[0]["TopicEntityMid"]): parses[0].get("TopicEntityName", "")}
         chain = list(parses[0].get("InferentialChain") or []) if parses else []
         question = item.get("RawQuestion") or item.get("ProcessedQuestion") or ""
-        examples.append(_example(
+        examples.append(make_example(
             id=str(item.get("QuestionId", f"webqsp-{i}")), question=question, topic_entities=topics, answers=answers,
             answer_ids=ids, dataset="webqsp", source=path.name, hops=len(chain) or None, path=chain,
         ))
@@ -237,17 +202,18 @@ def _load_webqsp(path: Path) -> list:
 
 def _load_webquestions(path: Path) -> list:
     return [
-        _example(id=f"webquestions-{i}", question=item["question"], topic_entities=_topics(item.get("topic_entity")),
-                 answers=item.get("answers") or [], dataset="webquestions", source=path.name)
+        make_example(id=f"webquestions-{i}", question=item["question"],
+                     topic_entities=_topics(item.get("topic_entity")), answers=item.get("answers") or [],
+                     dataset="webquestions", source=path.name)
         for i, item in enumerate(_json_items(path), 1)
     ]
 
 
 def _load_simpleqa(path: Path) -> list:
     return [
-        _example(id=f"simpleqa-{i}", question=item["question"], topic_entities=_topics(item.get("topic_entity")),
-                 answers=[item.get("answer", "")], dataset="simpleqa", source=path.name, type="1-hop", hops=1,
-                 path=[item["relation"]] if item.get("relation") else [])
+        make_example(id=f"simpleqa-{i}", question=item["question"], topic_entities=_topics(item.get("topic_entity")),
+                     answers=[item.get("answer", "")], dataset="simpleqa", source=path.name, type="1-hop", hops=1,
+                     path=[item["relation"]] if item.get("relation") else [])
         for i, item in enumerate(_json_items(path), 1)
     ]
 
@@ -257,7 +223,7 @@ def _load_qald10(path: Path) -> list:
     examples = []
     for i, item in enumerate(_json_items(path), 1):
         answer = item.get("answer") or {}
-        examples.append(_example(
+        examples.append(make_example(
             id=f"qald10-{i}", question=item["question"], topic_entities=_topics(item.get("qid_topic_entity")),
             answers=[str(label) for label in answer.values()], answer_ids=[k for k in answer if _QID.fullmatch(str(k))],
             dataset="qald10", source=path.name,
@@ -273,7 +239,7 @@ def _load_demo(path: Path) -> list:
             if not line.strip():
                 continue
             item = json.loads(line)
-            examples.append(_example(
+            examples.append(make_example(
                 id=item.get("id", f"demo-{number:03d}"), question=item["question"],
                 topic_entities=item["topic_entities"], answers=item["answers"], answer_ids=item.get("answer_ids", []),
                 dataset="demo", source=path.name, type=item.get("type"), level=item.get("level"),
@@ -284,13 +250,13 @@ def _load_demo(path: Path) -> list:
 
 
 def _load_metaqa(path: Path) -> list:
-    from ppoga_dspy.experiments.metaqa import load_metaqa  # its own module (templates, KB reachability)
+    from ppoga_dspy.datasets.metaqa import load_metaqa  # its own module (templates, KB reachability)
 
     return load_metaqa(path)
 
 
 def _load_nsm(path: Path) -> list:
-    from ppoga_dspy.experiments.nsm import load_nsm  # its own module (subgraphs, both name layouts)
+    from ppoga_dspy.datasets.nsm import load_nsm  # its own module (subgraphs, both name layouts)
 
     return load_nsm(path)
 
@@ -330,20 +296,6 @@ def parse_spec(spec: str) -> tuple[str, Path]:
     return fmt, Path(path.strip()).expanduser()
 
 
-def sample_examples(examples: Sequence[Any], n: int, *, seed: int = 0) -> list:
-    """A seeded draw of n examples, kept in file order.
-
-    Benchmark files are often grouped by template (MetaQA's dev files hold one template after another), so the
-    first N questions are one kind of question: a draw is what a compile or an evaluation on N questions means.
-    One shuffle, its first n: a smaller n takes a subset of a larger one's questions, so a longer run extends a
-    shorter one's run file."""
-    if n < 0:
-        raise DatasetSpecError(f"sample must be >= 0, got {n}")
-    order = list(range(len(examples)))
-    random.Random(seed).shuffle(order)
-    return [examples[i] for i in sorted(order[:n])]
-
-
 def load_dataset(spec: str, *, limit: int | None = None, split: str | None = None, seed: int = 0,
                  sample: int | None = None) -> list:
     """Read a benchmark into `dspy.Example`s; `split` picks train/dev/test of `split_examples(seed=seed)`,
@@ -372,44 +324,6 @@ def load_dataset(spec: str, *, limit: int | None = None, split: str | None = Non
             raise DatasetSpecError(f"limit must be >= 0, got {limit}")
         examples = examples[:limit]
     return examples
-
-
-def _group_key(example: Any) -> str:
-    meta = getattr(example, "metadata", None) or {}
-    group = meta.get("group") if isinstance(meta, dict) else None
-    return str(group if group is not None else getattr(example, "id", None) or example.question)
-
-
-def split_examples(examples: Sequence[Any], *, seed: int = 0,
-                   fractions: Sequence[float] = (0.6, 0.2, 0.2)) -> dict[str, list]:
-    """Deterministic train/dev/test split that never puts one group (gold path, source question) in two splits.
-
-    Groups are sorted by key (no `hash()`, so the same on every Python run), shuffled with
-    `random.Random(seed)`, and filled into train, then dev, then test by example count; each split keeps
-    the file order of its examples.
-    """
-    if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
-        raise DatasetSpecError(f"fractions must be three non-negative numbers summing to 1, got {tuple(fractions)}")
-    groups: dict[str, list[int]] = {}
-    for index, example in enumerate(examples):
-        groups.setdefault(_group_key(example), []).append(index)
-    keys = sorted(groups)
-    random.Random(seed).shuffle(keys)
-    total = len(examples)
-    bounds = (fractions[0] * total, (fractions[0] + fractions[1]) * total)
-    assigned: dict[int, str] = {}
-    filled = 0
-    for key in keys:
-        members = groups[key]
-        middle = filled + len(members) / 2  # a group goes where most of it falls
-        name = "train" if middle < bounds[0] else "dev" if middle < bounds[1] else "test"
-        for index in members:
-            assigned[index] = name
-        filled += len(members)
-    out: dict[str, list] = {name: [] for name in SPLITS}
-    for index, example in enumerate(examples):
-        out[assigned[index]].append(example)
-    return out
 
 
 __all__ = ["DATASET_FORMATS", "DatasetError", "load_dataset", "parse_spec", "sample_examples", "split_examples"]

@@ -1,4 +1,4 @@
-// The HTML report's script (ppoga_dspy/experiments/html_report.py inlines it): draws the Plotly figures,
+// The HTML report's script (ppoga_dspy/report/html.py inlines it): draws the Plotly figures,
 // filters the question table, and opens a question's reasoning view (plan, step cycles, corrections,
 // answer, the evidence chains drawn with Plotly) from the page's JSON data. Every text from a run file
 // is set with textContent, never parsed as HTML, so a question or a model reply cannot inject markup.

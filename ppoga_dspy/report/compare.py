@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppoga_dspy.experiments.stats import McNemar, PairedDifference, mcnemar_exact, paired_bootstrap
+from ppoga_dspy.report.stats import McNemar, PairedDifference, mcnemar_exact, paired_bootstrap
 
 #: (label, how a row gives the value, number format): the quantities compared, per question.
 COMPARED: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (

@@ -139,7 +139,7 @@ def load_metaqa(path: Path, kb: Path | None = None) -> list:
 
     `kb` defaults to `kb.txt` beside the questions; when there is none, the examples carry no gold chains
     and `reachable` is None (the program still runs on the KG named with `--kg`)."""
-    from ppoga_dspy.experiments.datasets import _example
+    from ppoga_dspy.datasets.examples import make_example
 
     types_path = qtype_file(path)
     if not types_path.is_file():
@@ -162,7 +162,7 @@ def load_metaqa(path: Path, kb: Path | None = None) -> list:
         on_path = index.on_path(name, path_dirs, set(answers)) if index and name in index.entities else []
         reached = on_path[-1] if on_path else set()
         keys = [menu_key(r, d) for r, d in path_dirs]
-        examples.append(_example(
+        examples.append(make_example(
             id=f"{path.stem}-{number:05d}", question=_TOPIC.sub(lambda m: m.group(1), text).strip(),
             topic_entities={name: name}, answers=answers, answer_ids=answers, dataset="metaqa", source=path.name,
             type=template, level=f"{len(path_dirs)}-hop", hops=len(path_dirs), path=keys,
