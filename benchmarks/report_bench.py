@@ -8,7 +8,11 @@ read, summarize, compare (10,000 bootstrap resamples), write; wall and CPU secon
 machine the CPU seconds are the figure that does not depend on the neighbours). Bytes per row are measured on
 the real rows, as `eval` writes them (compact) and with `--keep-prompts`.
 
+Each report runs in its own process (`python -m ppoga_dspy report`), so its peak memory (max RSS) is its own;
+`ppoga report` without `--html` is timed too, and the run file's size is printed (issue 41's scale: 50,000 rows).
+
     python benchmarks/report_bench.py                       # 1,000 questions per run, the demo's rows
+    python benchmarks/report_bench.py --n 50000 --one-run   # the 50k-row figures of docs/benchmarks/report.md
     python benchmarks/report_bench.py --n 1000 --dataset wc2014:../shared/data/wc2014/WC-P2.txt --limit 100
 """
 
@@ -17,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +54,20 @@ def _repeat(rows: list[dict], n: int, out: Path) -> Path:
     return out
 
 
+def _timed_report(argv: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak memory (MB, max RSS) of `ppoga report ARGV` in a process of its own."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "ppoga_dspy", "report", *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"report_bench: ppoga report exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu, after.ru_maxrss / 1024  # ru_maxrss: KiB on Linux; the largest child so far
+
+
 def _compact_bytes(rows: list[dict]) -> float:
     from ppoga_dspy.evaluation.row_reasoning import compact_trace
 
@@ -62,6 +82,7 @@ def main() -> int:
     parser.add_argument("--dataset", default="demo", help="where the real rows come from (default: demo)")
     parser.add_argument("--limit", type=int, default=None, help="questions of the dataset to run (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="keep the runs and the report in this folder")
+    parser.add_argument("--one-run", action="store_true", help="time the one-run report only (not two compared)")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="report-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -70,22 +91,27 @@ def main() -> int:
     gold_bytes = (folder / "real-gold.jsonl").stat().st_size / len(gold)
     prompts_bytes = (folder / "real-noisy.jsonl").stat().st_size / len(noisy)
     a = _repeat(gold, args.n, folder / f"gold-{args.n}.jsonl")
-    b = _repeat(noisy, args.n, folder / f"noisy-{args.n}.jsonl")
-    from ppoga_dspy.cli import main as ppoga
-
+    b = None if args.one_run else _repeat(noisy, args.n, folder / f"noisy-{args.n}.jsonl")
     report = folder / f"report-{args.n}.html"
     timings = {}
-    for label, files in (("one run", [a]), ("two runs compared", [a, b])):
-        started, cpu = time.perf_counter(), time.process_time()
-        assert ppoga(["report", *map(str, files), "--html", str(report)]) == 0
-        timings[label] = (time.perf_counter() - started, time.process_time() - cpu, report.stat().st_size)
+    cases = [("one run", [a])] + ([] if args.one_run else [("two runs compared", [a, b])])
+    for label, files in cases:
+        for html in (False, True):
+            extra = ["--html", str(report)] if html else []
+            seconds, cpu, peak = _timed_report([*map(str, files), *extra])
+            timings[(label, html)] = (seconds, cpu, peak, report.stat().st_size if html else None)
     print(f"\nreport_bench: real rows from {args.dataset}: {len(gold)} questions; repeated to {args.n} per run",
           file=sys.stderr)
     print(f"bytes per row: {gold_bytes:,.0f} (oracle/gold-path, as eval writes it); noisy:0.2 "
           f"{_compact_bytes(noisy):,.0f} compact, {prompts_bytes:,.0f} with --keep-prompts")
-    for label, (seconds, cpu, size) in timings.items():
-        print(f"ppoga report --html, {args.n} questions, {label}: {seconds:.2f} s wall ({cpu:.2f} s CPU), "
-              f"HTML {size / 1e6:.2f} MB")
+    print(f"run file of {args.n} rows: {a.stat().st_size / 1e6:.0f} MB (gold-path)"
+          + (f", {b.stat().st_size / 1e6:.0f} MB (noisy:0.2, --keep-prompts)" if b else ""))
+    for (label, html), (seconds, cpu, peak, size) in timings.items():
+        what = "ppoga report --html" if html else "ppoga report"
+        page = f", HTML {size / 1e6:.2f} MB" if size is not None else ""
+        print(f"{what}, {args.n} questions, {label}: {seconds:.2f} s wall ({cpu:.2f} s CPU), peak memory "
+              f"{peak:,.0f} MB{page}")
+    print("peak memory: max RSS of the report processes run so far (each line: its process or an earlier one)")
     print(f"load average while timing: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"files in {folder}")
     return 0

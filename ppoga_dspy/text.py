@@ -12,6 +12,9 @@ terminal escape sequences (colours, hyperlinks, clear-screen), and, in data, DSP
   file can never open a prompt field. `decode(data)` is the same for bytes (bad bytes become U+FFFD).
 * **out** — `for_terminal(text)`: `clean`, then secrets redacted; `markup_safe(text)` also escapes rich
   markup, for strings that are printed through rich (a `[link=...]` or `[/]` in a label is shown as text).
+* **files** — every text file is read with `TEXT_ENCODING` (`utf-8-sig`: a byte-order mark at its head is not
+  part of the first name or template) and cut into lines with `lines(text)`: at newlines only, never at the other
+  breaks `str.splitlines` knows (U+2028, U+0085, a vertical tab), which are characters inside a question.
 * **secrets** — `redact(text)`: credentials in URLs, `key=` parameters, bearer tokens, key-shaped strings
   and the values of the process's `*_API_KEY`/`*_TOKEN` variables become `***`; for every error that is
   stored or printed.
@@ -25,8 +28,22 @@ import os
 import re
 from typing import Any
 
-__all__ = ["clean", "clean_tree", "decode", "for_terminal", "from_data", "markup_safe", "neutralise_fields",
-           "redact"]
+__all__ = ["TEXT_ENCODING", "clean", "clean_tree", "decode", "for_terminal", "from_data", "lines", "markup_safe",
+           "neutralise_fields", "redact"]
+
+#: How every text input is read: UTF-8, a leading byte-order mark dropped (editors on Windows write one).
+TEXT_ENCODING = "utf-8-sig"
+
+
+def lines(text: str) -> list[str]:
+    """`text` cut at newlines only (`\n`, with a `\r` before it dropped), without a last empty line.
+
+    `str.splitlines` also cuts at U+2028, U+2029, U+0085, vertical tab, form feed and the file separators: a
+    question holding one became two lines (two questions, or a question and a broken answer column)."""
+    out = text.split("\n")
+    if out and out[-1] == "":
+        out.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in out]
 
 # ESC-introduced sequences: CSI (colours, cursor, clear-screen), OSC (titles, hyperlinks) up to BEL or ST,
 # DCS/SOS/PM/APC strings, and two-character escapes.
@@ -59,7 +76,7 @@ def clean(text: Any) -> str:
 
 def decode(data: bytes) -> str:
     """Bytes from outside as clean text: bad UTF-8 becomes U+FFFD, then `clean`."""
-    return clean(data.decode("utf-8", errors="replace"))
+    return clean(data.decode(TEXT_ENCODING, errors="replace"))
 
 
 def neutralise_fields(text: str) -> str:

@@ -58,17 +58,32 @@ def config_file(config: str | Path | None) -> Path | None:
     return Path(config) if config else default_config_file()
 
 
+#: Every table a config file may hold: `[lm]` (lm/settings.py) and this module's.
+ALL_TABLES = ("lm", *TABLES)
+
+
 def read_tables(path: Path | None) -> dict[str, dict[str, Any]]:
-    """The `[kg]`, `[program]` and `[thresholds]` tables of the file (each {} when absent); unknown keys refused."""
+    """The `[kg]`, `[program]` and `[thresholds]` tables of the file (each {} when absent).
+
+    Unknown tables, top-level keys and keys are refused, naming the known ones: a misspelt `[threshold]` was
+    silently ignored and the run used the defaults. The file's thresholds are checked here, so a bad one is
+    reported as the file's (not as a `--set`)."""
     if path is None:
         return {name: {} for name in TABLES}
     try:
         with path.open("rb") as handle:
-            document = tomllib.load(handle)
+            document = tomllib.loads(handle.read(1_000_000).decode("utf-8-sig"))  # a BOM is not a TOML statement
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; fix --config / $PPOGA_CONFIG or create it") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: byte {exc.start} is not UTF-8 (TOML is UTF-8)") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    for name, value in document.items():
+        if name not in ALL_TABLES:
+            what = f"unknown table [{name}]" if isinstance(value, dict) else f"unknown top-level key '{name}'"
+            raise ConfigError(f"{path}: {what}; a config file holds the tables "
+                              f"{', '.join(f'[{t}]' for t in ALL_TABLES)} (settings go inside them)")
     tables = {}
     for name in TABLES:
         table = document.get(name, {})
@@ -80,7 +95,24 @@ def read_tables(path: Path | None) -> dict[str, dict[str, Any]]:
                 known = ", ".join(key for key, (owner, _) in SOURCES.items() if owner == name)
                 raise ConfigError(f"{path}: [{name}] {unknown[0]}: unknown setting; known: {known}")
         tables[name] = table
+    _check_thresholds(_as_text(tables[THRESHOLDS_TABLE]), f"{path}: [{THRESHOLDS_TABLE}]")
     return tables
+
+
+def _as_text(table: dict[str, Any]) -> dict[str, str]:
+    return {name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in table.items()}
+
+
+def _check_thresholds(values: dict[str, str], where: str) -> None:
+    """Each threshold name and value, checked alone, with `where` (the file's table, or PPOGA_SET) in the error."""
+    from ppoga_dspy.app.session import thresholds_with
+
+    for name, value in values.items():
+        try:
+            thresholds_with({name: value})
+        except ConfigError as exc:
+            reason = str(exc).split(": ", 1)[-1] if ": " in str(exc) else str(exc)
+            raise ConfigError(f"{where} {name} = {value!r}: {reason}") from None
 
 
 def _env_overrides(text: str) -> dict[str, str]:
@@ -110,9 +142,10 @@ def resolve(given: dict[str, Any], overrides: dict[str, str], *, config: str | P
             value = tables[table].get(name)
         if value is not None:
             out[name] = value
-    merged = {name: str(value).lower() if isinstance(value, bool) else str(value)
-              for name, value in tables[THRESHOLDS_TABLE].items()}
-    merged.update(_env_overrides(os.environ.get(THRESHOLDS_ENV, "")))
+    merged = _as_text(tables[THRESHOLDS_TABLE])
+    from_env = _env_overrides(os.environ.get(THRESHOLDS_ENV, ""))
+    _check_thresholds(from_env, THRESHOLDS_ENV)
+    merged.update(from_env)
     merged.update(overrides)
     out["overrides"] = merged
     return out

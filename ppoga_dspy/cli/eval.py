@@ -113,6 +113,12 @@ def _report(args: argparse.Namespace) -> int:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
         rows, notes = read_scored_run(path, dataset=args.dataset)
+        if notes.get("damaged_rows"):  # skipped, counted, the first named: never a traceback
+            if not rows:
+                raise EvaluationError(f"{notes['first_damaged']}; no row of {path} can be reported (fix or remove "
+                                      "the damaged lines)")
+            print(f"ppoga report: warning: skipped {notes['damaged_rows']} damaged row(s) of {path}; first: "
+                  f"{notes['first_damaged']}", file=sys.stderr)
         if not rows:
             raise EvaluationError(f"{path} is empty: it holds no finished question; `ppoga eval ... --out {path}` "
                                   "fills it")

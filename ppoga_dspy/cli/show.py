@@ -41,16 +41,21 @@ def _show(args: argparse.Namespace) -> int:
 
     from ppoga_dspy.cli import common
     from ppoga_dspy.cli.render import render_prediction
-    from ppoga_dspy.evaluation.runs import EvaluationError, read_run
+    from ppoga_dspy.evaluation.runs import EvaluationError, checked_rows
     from ppoga_dspy.report.reasoning import has_reasoning
 
     if not args.run.exists():
         raise EvaluationError(f"no run file at {args.run}; `ppoga eval ... --out {args.run}` writes one")
-    rows = read_run(args.run)
-    row = next((r for r in rows if str(r.get("id")) == args.id), None)
+    row, problem, ids = None, None, {}
+    for _, candidate, damaged in checked_rows(args.run):  # streamed: only the asked row is kept (the last wins)
+        ids[str(candidate.get("id"))] = None
+        if str(candidate.get("id")) == args.id:
+            row, problem = candidate, damaged
+    if problem:
+        raise EvaluationError(f"{problem}; fix or remove that line to show question {args.id!r}")
     if row is None:
-        near = [str(r.get("id")) for r in rows if args.id.lower() in str(r.get("id")).lower()][:5]
-        hint = f"; ids like it: {', '.join(near)}" if near else f"; it holds {len(rows)} questions"
+        near = [i for i in ids if args.id.lower() in i.lower()][:5]
+        hint = f"; ids like it: {', '.join(near)}" if near else f"; it holds {len(ids)} questions"
         raise EvaluationError(f"{args.run} has no question with id {args.id!r}{hint}")
     if args.json:
         common.print_json(row)

@@ -24,18 +24,42 @@ class DatasetSpecError(ConfigError, DatasetError):
     """A dataset spec, split, limit or fraction is not one the loader accepts; the message lists what is."""
 
 
+#: The longest question accepted, in characters. Benchmark questions are under 500; a longer one is a file read
+#: wrong (a whole document in one field) and would be sent whole to the LM in every prompt of its run.
+MAX_QUESTION_CHARS = 4000
+
+
+def check_question(question: str, where: str) -> None:
+    """A question must hold text and be at most `MAX_QUESTION_CHARS` long; `where` names it in the error."""
+    if not question.strip():
+        raise DatasetError(f"{where} is empty; a question needs text (remove or fill it)")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise DatasetError(f"{where} is {len(question)} characters long, over the {MAX_QUESTION_CHARS} a question may "
+                           "be; it would be sent whole in every prompt (check how the file was written)")
+
+
+def check_topics(topic_entities: dict[str, str], where: str) -> None:
+    """No topic entity may be blank: an empty id or name links to nothing and the whole run would be paid for
+    a fallback (31 LM calls and 18 KG queries before a failure)."""
+    for key, name in topic_entities.items():
+        if not str(key).strip() or (isinstance(name, str) and not name.strip()):
+            raise DatasetError(f"{where} has a blank topic entity ({key!r}: {name!r}); name the entity or leave "
+                               "topic_entities out to link it from the question")
+
+
 def make_example(*, id: str, question: str, topic_entities: dict[str, str], answers: Iterable[str],
              answer_ids: Iterable[str] = (), **metadata: Any):
     """Every loader's one exit: the text of a data file passes the incoming-text rule (`ppoga_dspy.text.from_data`:
-    valid Unicode, no controls or escapes, no prompt field headers) here, and a blank question is refused."""
+    valid Unicode, no controls or escapes, no prompt field headers) here, and a blank or overlong question and a
+    blank topic entity are refused."""
     import dspy
 
     from ppoga_dspy.text import clean_tree, from_data
 
     id, question = from_data(id), from_data(question)
-    if not question.strip():
-        raise DatasetError(f"question {id!r} is empty; a question needs text (remove or fill it)")
+    check_question(question, f"question {id!r}")
     topic_entities = clean_tree(dict(topic_entities), rule=from_data)
+    check_topics(topic_entities, f"question {id!r}")
     answers, answer_ids = [from_data(a) for a in answers], [from_data(a) for a in answer_ids]
     meta = {"type": None, "level": None, "hops": None, "path": [], "paths": []} | clean_tree(metadata, rule=from_data)
     if not meta["paths"] and meta["path"]:

@@ -28,6 +28,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ppoga_dspy.text import TEXT_ENCODING
+from ppoga_dspy.text import lines as text_lines
+
 # A template word -> the KB relation that joins a movie to it (forwards: movie -> X).
 TEMPLATE_RELATIONS = {
     "director": "directed_by", "actor": "starred_actors", "writer": "written_by", "year": "release_year",
@@ -66,7 +69,7 @@ class KBIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.edges: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding=TEXT_ENCODING, newline="\n") as handle:  # a BOM is not part of the first name
             for number, line in enumerate(handle, 1):
                 parts = [p.strip() for p in line.rstrip("\r\n").split("|")]
                 if len(parts) == 1 and not parts[0]:
@@ -139,26 +142,36 @@ def load_metaqa(path: Path, kb: Path | None = None) -> list:
 
     `kb` defaults to `kb.txt` beside the questions; when there is none, the examples carry no gold chains
     and `reachable` is None (the program still runs on the KG named with `--kg`)."""
-    from ppoga_dspy.datasets.examples import make_example
+    from ppoga_dspy.datasets.examples import DatasetError, make_example
 
     types_path = qtype_file(path)
     if not types_path.is_file():
         raise ValueError(f"the templates file {types_path.name} is not beside {path.name}; MetaQA ships one per file")
     kb_path = kb or default_kb(path)
     index = kb_index(kb_path) if kb_path.is_file() else None  # elsewhere (--kg): no chains, reachability unknown
-    templates = [line.strip() for line in types_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if len(templates) != len(lines):
-        raise ValueError(f"{types_path.name} has {len(templates)} templates for {len(lines)} questions")
+    # utf-8-sig and newlines only (ppoga_dspy.text): a BOM is no part of the first template, a U+2028 in a
+    # question does not cut it in two; line numbers are the file's own, blank lines counted
+    templates = [line.strip() for line in text_lines(types_path.read_text(encoding=TEXT_ENCODING)) if line.strip()]
+    numbered = [(n, line) for n, line in enumerate(text_lines(path.read_text(encoding=TEXT_ENCODING)), 1)
+                if line.strip()]
+    if len(templates) != len(numbered):
+        raise ValueError(f"{types_path.name} has {len(templates)} templates for {len(numbered)} questions")
     examples = []
-    for number, (line, template) in enumerate(zip(lines, templates, strict=True), 1):
+    for position, ((line_number, line), template) in enumerate(zip(numbered, templates, strict=True), 1):
+        where = f"{path}:{line_number}"
         text, sep, answer_col = line.partition("\t")
         topic = _TOPIC.search(text)
         if not sep or topic is None:
-            raise ValueError(f"line {number}: expected `question with [topic]<TAB>answer|answer`")
+            raise DatasetError(f"{where}: expected `question with [topic]<TAB>answer|answer`")
         path_dirs = template_path(template)
         answers = [a.strip() for a in answer_col.split("|") if a.strip()]
         name = topic.group(1).strip()
+        if not answers:  # it could only be scored as a miss, after its LM calls were paid
+            raise DatasetError(f"{where}: no answers; a MetaQA line ends with a tab and answer|answer (fill or "
+                               "remove the line)")
+        if not name:
+            raise DatasetError(f"{where}: the topic entity in [ ] is blank; name the entity inside the brackets")
+        number = position  # ids count questions (blank lines skipped), as they always have
         on_path = index.on_path(name, path_dirs, set(answers)) if index and name in index.entities else []
         reached = on_path[-1] if on_path else set()
         keys = [menu_key(r, d) for r, d in path_dirs]

@@ -25,6 +25,8 @@ from typing import Any
 
 from ppoga_dspy.kg.dialects import FREEBASE_NS
 from ppoga_dspy.kg.terms import escape_string
+from ppoga_dspy.text import TEXT_ENCODING
+from ppoga_dspy.text import lines as text_lines
 
 NAME_FILES = ("entity2name.txt", "mid2name.txt", "entity_names.txt")
 _FREEBASE_ID = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)+")
@@ -32,15 +34,15 @@ _NAME = FREEBASE_NS + "type.object.name"
 
 
 def _lines(path: Path) -> list[str]:
-    return [line.rstrip("\r\n") for line in path.read_text(encoding="utf-8").splitlines()]
+    return text_lines(path.read_text(encoding=TEXT_ENCODING))
 
 
 def _names_by_id(path: Path) -> dict[str, str]:
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding=TEXT_ENCODING)
     if text.lstrip().startswith("{"):
         return {str(k): str(v) for k, v in json.loads(text).items()}
     out = {}
-    for line in text.splitlines():
+    for line in text_lines(text):
         key, sep, name = line.partition("\t")
         if sep:
             out[key.strip()] = name.strip()
@@ -93,7 +95,7 @@ def vocabulary(folder: Path) -> Vocabulary:
 
 
 def _items(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in text_lines(path.read_text(encoding=TEXT_ENCODING)) if line.strip()]
 
 
 def load_nsm(path: Path) -> list:

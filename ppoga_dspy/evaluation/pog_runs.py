@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ppoga_dspy.errors import DataError
+from ppoga_dspy.text import TEXT_ENCODING
+from ppoga_dspy.text import lines as text_lines
 
 _BRACED = re.compile(r"\{([^{}]*)\}")
 
@@ -34,7 +36,7 @@ def is_pog_row(row: Any) -> bool:
 
 def read_pog_file(path: Path) -> list[dict[str, Any]]:
     """The lines of a PoG result file (JSONL, or a JSON list as PoG's `jsonl_to_json` writes)."""
-    text = Path(path).read_text(encoding="utf-8")
+    text = Path(path).read_text(encoding=TEXT_ENCODING)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -43,7 +45,7 @@ def read_pog_file(path: Path) -> list[dict[str, Any]]:
             raise PoGRunError(f"{path} is not a JSON list of PoG results: {exc}") from None
     else:
         rows = []
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(text_lines(text), 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
@@ -126,14 +128,19 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
 
     Our run files carry their metrics. A PoG file needs `dataset` (a loader spec) for its gold answers.
     """
-    from ppoga_dspy.evaluation.runs import check_run_file, read_rows, read_run
+    from ppoga_dspy.evaluation.runs import check_run_file, numbered_rows, read_rows
 
     path = Path(path)
     check_run_file(path)  # a device or FIFO is never read as a run
     with path.open("rb") as handle:
         first = handle.read(4096).lstrip()[:1].decode("ascii", errors="replace")
     # A JSON list is PoG's converted .json; JSONL lines are read as written (PoG's carry no id to de-duplicate by).
-    rows = read_pog_file(path) if first == "[" else read_rows(path, require_id=False)
+    # Our own run (its first row is not PoG's) is read once, streamed, below; never held twice.
+    if first == "[":
+        rows = read_pog_file(path)
+    else:
+        head = next(numbered_rows(path, require_id=False), None)
+        rows = read_rows(path, require_id=False) if head is not None and is_pog_row(head[1]) else []
     if rows and all(is_pog_row(r) for r in rows):
         if not dataset:
             raise PoGRunError(f"{path} is a PoG result file, which holds no gold answers: pass --dataset SPEC, "
@@ -142,4 +149,10 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
 
         scored, unmatched = score_pog_rows(rows, load_dataset(dataset))
         return scored, {"format": "pog", "lines": len(rows), "unmatched": unmatched}
-    return read_run(path), {"format": "ppoga"}
+    from ppoga_dspy.evaluation.runs import read_run_checked
+
+    sound, damaged = read_run_checked(path)  # a row damaged in one field is skipped and counted, never a traceback
+    notes: dict[str, Any] = {"format": "ppoga"}
+    if damaged:
+        notes.update(damaged_rows=len(damaged), first_damaged=damaged[0])
+    return sound, notes

@@ -98,16 +98,42 @@ def read_rows(path: Path, *, require_id: bool = True) -> list[dict[str, Any]]:
     """Every row of a run file as written (duplicates included); a truncated last line is ignored.
 
     `require_id=False` reads JSONL whose rows carry no id (PoG's result files); an id, when present, is a string."""
+    return [row for _, row in numbered_rows(path, require_id=require_id)]
+
+
+def numbered_rows(path: Path, *, require_id: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) for every row of a run file, read one line at a time (a file of any size streams)."""
     path = Path(path)
     if not check_run_file(path):
-        return []
-    rows = []
+        return
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a BOM an editor added is not part of the row
+                raw = raw[3:]
             row = _row(path, number, raw, last=not raw.endswith(b"\n"), require_id=require_id)
             if row is not None:
-                rows.append(row)
-    return rows
+                yield number, row
+
+
+def checked_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], str | None]]:
+    """(line number, row, damage) per row: `damage` is None for a sound row, else one line naming `PATH:LINE`
+    and the field a reader could not use (`row_check.damage`)."""
+    from ppoga_dspy.evaluation.row_check import damage, describe
+
+    for number, row in numbered_rows(path):
+        found = damage(row)
+        yield number, row, describe(path, number, found) if found else None
+
+
+def read_run_checked(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The sound rows of a run file, one per id (the last sound one wins), and one line per damaged row."""
+    rows, damaged = [], []
+    for _, row, problem in checked_rows(path):
+        if problem:
+            damaged.append(problem)
+        else:
+            rows.append(row)
+    return latest_rows(rows), damaged
 
 
 def row_line(record: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from ppoga_dspy.kg.base import InvalidIdentifier, KGLoadError
 from ppoga_dspy.kg.dialects import RDFS_LABEL
 from ppoga_dspy.kg.terms import escape_string
+from ppoga_dspy.text import TEXT_ENCODING
 
 
 def delimited_ntriples(
@@ -29,7 +30,7 @@ def delimited_ntriples(
     (head, relation, tail) into three IRIs or raises InvalidIdentifier, `kind` names the format in errors.
     """
     label = f"<{RDFS_LABEL}>"
-    with path.open(encoding="utf-8", errors="strict") as handle:
+    with path.open(encoding=TEXT_ENCODING, errors="strict", newline="\n") as handle:  # a BOM is not a name
         try:
             for number, line in enumerate(handle, 1):
                 line = line.rstrip("\r\n")
@@ -37,7 +38,8 @@ def delimited_ntriples(
                     continue
                 parts = [p.strip() for p in split(line)]
                 if len(parts) != 3 or not all(parts):
-                    raise KGLoadError(f"{path}:{number}: {shape}; got {line[:120]!r}")
+                    raise KGLoadError(f"{path}:{number}: {shape}; got {line[:120]!r} (the file was read as a {kind} "
+                                      "KB; pass --format irn|pipe to read it as the other)")
                 head, relation, tail = parts
                 try:  # what the dialect would refuse at query time is refused here, with its line
                     s, r, o = iris(head, relation, tail)

@@ -220,13 +220,13 @@ class FreebaseOntology:
                 f"(pass the folder that holds them, or set {ONTOLOGY_ENV})"
             )
         domains: set[str] = set()
-        with roles.open(encoding="utf-8") as handle:
+        with roles.open(encoding="utf-8-sig") as handle:
             for line in handle:
                 parts = line.split()
                 if len(parts) >= 3:
                     domains.add(parts[0])
         topics: set[str] = set()
-        with types.open(encoding="utf-8") as handle:
+        with types.open(encoding="utf-8-sig") as handle:
             for line in handle:
                 parts = line.split()
                 if len(parts) >= 3 and parts[1] == "meta.subclassOf" and parts[2] == "common.topic":

@@ -19,15 +19,18 @@ _SNIFF_LINES = 20
 
 
 def looks_like_pipe_kb(path: str | Path) -> bool:
-    """True when the first non-empty line is `a|b|c` and no early line has a tab (MetaQA), not IRN's `a<TAB>b<TAB>c`."""
+    """True when the first non-empty line has a `|` and no early line has a tab (MetaQA), not IRN's `a<TAB>b<TAB>c`.
+
+    The first line's count of fields is not asked: a pipe KB whose first line has two or four fields is still a pipe
+    KB, and its bad line is the importer's to name (as a MetaQA line, not as a bad IRN line)."""
     seen = 0
     try:
-        with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        with Path(path).open(encoding="utf-8-sig", errors="replace", newline="\n") as handle:
             for line in handle:
                 line = line.rstrip("\r\n")
                 if not line.strip():
                     continue
-                if "\t" in line or (seen == 0 and line.count("|") != 2):  # a later bad line is the importer's to name
+                if "\t" in line or (seen == 0 and "|" not in line):
                     return False
                 seen += 1
                 if seen >= _SNIFF_LINES:

@@ -14,10 +14,12 @@ only after the caller says the reply parsed (`ReplyScope.commit`); a reply the a
 parse is dropped (`ReplyScope.discard`). Of several calls in one scope (ChatAdapter, then its JSON
 fallback) only the last, the one that parsed, is stored.
 
-Every call is bounded: `timeout` seconds per attempt (the remote engines' read timeout, passed to
-DSPy as its `timeout` client setting), then `retries` more attempts for transient errors with
-exponential backoff (`backoff`, doubling, capped at `MAX_BACKOFF`); after that the error propagates
-(the program turns it into a failed question of kind "lm"). DSPy's own retries are off
+Every call is bounded: `timeout` seconds per attempt, a total deadline over connecting, the headers and the
+whole body (DSPy's `timeout` client setting bounds each socket wait only, so a server that sends its headers
+and then one byte a second held a request for minutes; `_within_deadline` runs a remote attempt in a daemon
+thread and stops waiting for it at the deadline, the thread ends when the socket does), then `retries` more
+attempts for transient errors with exponential backoff (`backoff`, doubling, capped at `MAX_BACKOFF`); after
+that the error propagates (the program turns it into a failed question of kind "lm"). DSPy's own retries are off
 (`num_retries=0` on the DSPy side) so the budget is exactly `(retries + 1) * timeout + backoffs`.
 
 Replies longer than `reply_cap(max_tokens)` characters (`CHARS_PER_TOKEN * max_tokens *
@@ -27,12 +29,19 @@ A circuit breaker stops a run from waiting out a dead server once per question: 
 consecutive calls that each ran out of retries (default 2), the LM is marked down and every later
 call fails at once with `LMUnavailableError` (0 disables the breaker). One reply resets the count.
 
+Once a run is told to stop (`stop_waiting()`: Ctrl-C or SIGTERM in `ppoga eval`, whose questions in flight are
+still written), attempts get at most `STOP_GRACE` seconds more and no retry, so a trickling server cannot hold
+the run's end.
+
+Usage figures are a hint (`lm/usage.py`): coerced or dropped, never a reason to fail a reply.
+
 `stats` (shared by copies) counts calls, cache hits, retries and cut replies; `ppoga ask` prints
 the cache hits.
 """
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import logging
 import threading
@@ -52,12 +61,73 @@ CHARS_PER_TOKEN = 4
 CAP_FACTOR = 2
 DEFAULT_REPLY_TOKENS = 1024
 MAX_BACKOFF = 8.0
+#: Seconds an attempt in flight may still take once the run is stopping (`stop_waiting`).
+STOP_GRACE = 2.0
 #: Keys that never change what a model answers, or that the key carries in another form.
 _NOT_IN_KEY = {"api_key", "api_base", "base_url", "timeout", "cache", "num_retries", "headers", "extra_headers"}
 
 
 #: Cache entries are {_REPLY: outputs, "usage": {...}}; older entries are the outputs alone.
 _REPLY = "ppoga_reply"
+
+
+class AttemptTimeout(TimeoutError):
+    """An attempt ran past its total deadline (or past the grace once the run is stopping)."""
+
+
+_stopping_since: list[float] = []  # monotonic time of stop_waiting(), while the run is stopping
+_stop_lock = threading.Lock()
+
+
+def stop_waiting() -> None:
+    """The run is stopping: attempts in flight get `STOP_GRACE` seconds more, later ones none, and no retries."""
+    with _stop_lock:
+        if not _stopping_since:
+            _stopping_since.append(time.monotonic())
+
+
+def resume_waiting() -> None:
+    """The stop is over (the run that asked for it has ended): attempts get their full deadline again."""
+    with _stop_lock:
+        _stopping_since.clear()
+
+
+def _stop_deadline() -> float | None:
+    with _stop_lock:
+        return _stopping_since[0] + STOP_GRACE if _stopping_since else None
+
+
+def _within_deadline(call: Any, seconds: float, what: str) -> Any:
+    """`call()` in a daemon thread (with the caller's context: DSPy settings, usage tracker, reply scope), waited
+    for at most `seconds` in total, or until the stop grace ends; `AttemptTimeout` when it is not done by then.
+
+    The abandoned thread is left to end with its socket (the engine's per-read timeout still bounds each wait);
+    nothing waits for it and its reply is dropped."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            box["value"] = context.run(call)
+        except BaseException as exc:  # handed to the waiting caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    deadline = time.monotonic() + seconds
+    stop = _stop_deadline()
+    if stop is not None and time.monotonic() >= stop:
+        raise AttemptTimeout(f"{what}: the run is stopping; not sent")
+    threading.Thread(target=run, name="ppoga-lm-attempt", daemon=True).start()
+    while not done.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+        stop = _stop_deadline()
+        now = time.monotonic()
+        if now >= deadline or (stop is not None and now >= stop):
+            raise AttemptTimeout(f"{what}: no whole reply within {seconds:g}s (timed out)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def reply_cap(max_tokens: int | None) -> int:
@@ -226,6 +296,9 @@ class GuardedLM(dspy.LM):
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError("retries must be a nonnegative integer")
         super().__init__(model, cache=cache, num_retries=0, **kwargs)
+        from ppoga_dspy.lm.usage import install
+
+        install()  # usage figures are a hint (lm/usage.py)
         self.retries = retries
         self.backoff = backoff
         self.breaker = breaker
@@ -294,13 +367,17 @@ class GuardedLM(dspy.LM):
         """The token usage of the call just made (DSPy's history), kept with its cache entry."""
         history = getattr(self, "history", None) or []
         usage = history[-1].get("usage") if history and isinstance(history[-1], dict) else None
-        return dict(usage) if isinstance(usage, dict) else {}
+        from ppoga_dspy.lm.usage import hinted
+
+        return hinted(usage) if isinstance(usage, dict) else {}
 
     def _replay(self, hit: Any) -> Any:
         """A cached reply, its tokens counted again (a replay costs the tokens its first call did in the
         cost tables, so a cached run and a fresh one report the same tokens per question)."""
         if isinstance(hit, dict) and _REPLY in hit:
-            usage = hit.get("usage") or {}
+            from ppoga_dspy.lm.usage import hinted
+
+            usage = hinted(hit.get("usage") or {})
             if usage and dspy.settings.usage_tracker:
                 dspy.settings.usage_tracker.add_usage(self.model, dict(usage))
             return copy.deepcopy(hit[_REPLY])
@@ -318,13 +395,13 @@ class GuardedLM(dspy.LM):
             )
         for attempt in range(self.retries + 1):
             try:
-                outputs = super().__call__(prompt, messages=messages, cache=False, **kwargs)
+                outputs = self._one_attempt(prompt, messages, kwargs)
                 self.stats.failed_in_a_row = 0
                 return outputs
             except Exception as exc:
-                if not is_transient(exc):
+                if not isinstance(exc, AttemptTimeout) and not is_transient(exc):
                     raise
-                if attempt >= self.retries:
+                if attempt >= self.retries or _stop_deadline() is not None:
                     self.stats.add(failed_in_a_row=1)
                     raise self._unavailable(exc, attempt + 1) from exc
                 delay = min(self.backoff * (2**attempt), MAX_BACKOFF)
@@ -336,6 +413,20 @@ class GuardedLM(dspy.LM):
                 self.stats.add(retries=1)
                 time.sleep(delay)
         raise AssertionError("unreachable")
+
+    def _one_attempt(self, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> Any:
+        """One request; a remote one (a named engine: lm15 or LiteLLM over HTTP) within its total deadline.
+
+        An in-process engine (the embedded model, a scripted planner) is called directly: abandoning it in a
+        thread would leave it computing, and it has no socket to trickle."""
+        def attempt() -> Any:
+            return super(GuardedLM, self).__call__(prompt, messages=messages, cache=False, **kwargs)
+
+        timeout = kwargs.get("timeout", self.kwargs.get("timeout"))
+        remote = isinstance(self._engine_spec, str)
+        if not remote or isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            return attempt()
+        return _within_deadline(attempt, float(timeout), f"{self.model} at {self.endpoint()}")
 
     def _unavailable(self, exc: Exception, tries: int) -> Exception:
         from ppoga_dspy.lm.errors import LMUnavailableError

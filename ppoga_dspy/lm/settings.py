@@ -181,7 +181,7 @@ def read_lm_table(path: Path) -> dict[str, Any]:
         raise LMConfigError(f"config file {path} is not a regular file; fix --config / ${CONFIG_ENV}")
     try:
         with path.open("rb") as handle:
-            document = clean_tree(tomllib.loads(handle.read(1_000_000).decode("utf-8")))
+            document = clean_tree(tomllib.loads(handle.read(1_000_000).decode("utf-8-sig")))  # BOM dropped
     except FileNotFoundError as exc:
         raise LMConfigError(f"config file {path} does not exist; fix --config / ${CONFIG_ENV} or create it") from exc
     except UnicodeDecodeError as exc:

@@ -75,7 +75,17 @@ class QuestionRun:
     role_lms: dict[str, Any] = field(default_factory=dict)
     costs: Costs = field(default_factory=Costs)
     stages: StageMode = StageMode.PAPER  # `fused`: calls that read the same inputs are merged (see program.py)
+    lm_calls: int = 0  # predictor calls that asked an LM (not `--lm none`)
+    unusable_replies: int = 0  # of those, the ones whose reply could not be used (empty, unparseable, no choices)
     _muted: bool = field(default=False, repr=False)
+
+    def no_usable_reply(self) -> tuple[str, str] | None:
+        """("lm", why) when this question asked the LM and not one reply could be used: its answer came from
+        fallbacks alone, so the question fails with kind "lm" (as `KGTools.all_failed` does for the graph)."""
+        if self.lm_calls and self.unusable_replies == self.lm_calls:
+            return "lm", (f"no LM call of this question gave a usable reply ({self.lm_calls} calls, every reply empty "
+                          "or unparseable); check that the server answers with text in `choices[0].message.content`")
+        return None
 
     @property
     def fused(self) -> bool:
@@ -107,6 +117,8 @@ class QuestionRun:
         with self._bound(role), dspy.track_usage() as tracker, reply_scope() as replies:
             try:
                 prediction = self._validated(event, stage, role, predictor, inputs)
+                self.lm_calls += 1
+                self.unusable_replies += prediction is None
                 if event.error is None:
                     replies.commit()  # only a reply that parsed is cached (see lm/guard.py)
             finally:

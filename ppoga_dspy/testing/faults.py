@@ -17,7 +17,11 @@ for), `empty` (an empty message), `garbage` (text in no format), `huge` (a 100 K
 never answer); hostile text in well-formed replies (`HOSTILE_TEXT[mode]` in every free-text field):
 `surrogate` (a lone surrogate, sent as a JSON `\\ud800` escape), `markup` (rich markup and a markup link),
 `escapes` (terminal colours, a hyperlink and clear-screen); `echo-key` (HTTP 401 whose body echoes the
-request's Authorization header, as some gateways do).
+request's Authorization header, as some gateways do). A server that is slow on purpose: `trickle` (200 and a
+Content-Length at once, then the well-formed body one byte every `trickle_seconds`), `trickle-chunked` (the same
+body in one-byte chunks), `trickle-sse` (server-sent events, one byte at a time). Replies with nothing to use:
+`no-choices` (`choices: []`), `null-content` (`content: null`). Usage figures that are hints gone wrong, on a
+well-formed reply: `usage-strings` (token counts as strings), `usage-huge` (1e30 tokens).
 
 SPARQL modes (`SPARQL_MODES`): `refuse` (the port is closed: connection refused), `hang`,
 `http500`, `garbage-json` (200 with a body that is not JSON), `non-utf8` (200 with JSON whose
@@ -37,10 +41,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["HOSTILE_TEXT", "LM_MODES", "SPARQL_MODES", "FaultLMServer", "FaultSparqlServer", "free_port"]
+__all__ = ["HOSTILE_TEXT", "LM_MODES", "SPARQL_MODES", "TRICKLE_MODES", "FaultLMServer", "FaultSparqlServer",
+           "free_port"]
 
 LM_MODES = ("ok", "empty", "garbage", "huge", "always-replan", "http500", "hang", "surrogate", "markup", "escapes",
-            "echo-key")
+            "echo-key", "trickle", "trickle-chunked", "trickle-sse", "no-choices", "null-content", "usage-strings",
+            "usage-huge")
+#: Modes that send 200 and their headers at once, then the body one byte every `trickle_seconds`.
+TRICKLE_MODES = ("trickle", "trickle-chunked", "trickle-sse")
 SPARQL_MODES = ("ok", "refuse", "hang", "http500", "garbage-json", "non-utf8")
 
 HUGE_REPLY_BYTES = 100_000
@@ -76,11 +84,12 @@ class _Base:
     handler_class: type[BaseHTTPRequestHandler] = BaseHTTPRequestHandler  # each server's request handler
     url_path = ""  # the path of the URL clients are given
 
-    def __init__(self, mode: str, *, hang_seconds: float = 600.0) -> None:
+    def __init__(self, mode: str, *, hang_seconds: float = 600.0, trickle_seconds: float = 1.0) -> None:
         if mode not in self.modes:
             raise ValueError(f"unknown mode {mode!r}; one of {', '.join(self.modes)}")
         self.mode = mode
         self.hang_seconds = hang_seconds
+        self.trickle_seconds = trickle_seconds
         self._count = 0
         self._lock = threading.Lock()
         self._released = threading.Event()
@@ -116,6 +125,10 @@ class _Base:
     def hang(self) -> None:
         """Block the handling thread until close() or hang_seconds, whichever comes first."""
         self._released.wait(self.hang_seconds)
+
+    def pause(self) -> bool:
+        """Wait one trickle interval; False once the server is closing (the trickle stops)."""
+        return not self._released.wait(self.trickle_seconds)
 
     def close(self) -> None:
         self._released.set()
@@ -158,6 +171,34 @@ class _Quiet(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout): nothing to do
+            pass
+
+    def _trickle(self, data: bytes, content_type: str, framing: str) -> None:
+        """200 and the headers at once, then `data` one byte per `trickle_seconds` (bounded by `hang_seconds`
+        and `close()`): framed by a Content-Length (`length`), as one-byte chunks (`chunked`), or bare (`sse`)."""
+        deadline = time.monotonic() + self.owner.hang_seconds
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            if framing == "length":
+                self.send_header("Content-Length", str(len(data)))
+            elif framing == "chunked":
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.flush()
+            for i in range(len(data)):
+                if time.monotonic() > deadline or not self.owner.pause():
+                    return
+                byte = data[i:i + 1]
+                self.wfile.write(b"1\r\n" + byte + b"\r\n" if framing == "chunked" else byte)
+                self.wfile.flush()
+            if framing == "chunked":
+                self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, OSError):  # the client gave up: nothing to do
             pass
 
 
@@ -221,7 +262,7 @@ class _LMHandler(_Quiet):
             payload = {}
         messages = payload.get("messages") or []
         system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
-        if mode == "empty":
+        if mode in ("empty", "null-content"):
             text = ""
         elif mode == "garbage":
             text = "~~ %%% no fields here, only noise 0xDEADBEEF ~~"
@@ -238,7 +279,23 @@ class _LMHandler(_Quiet):
             "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(text) // 4),
                       "total_tokens": 10 + max(1, len(text) // 4)},
         }
-        self._reply(200, json.dumps(body).encode(), "application/json")
+        if mode == "no-choices":
+            body["choices"] = []
+        elif mode == "null-content":
+            body["choices"][0]["message"]["content"] = None
+        elif mode == "usage-strings":
+            body["usage"] = {k: str(v) for k, v in body["usage"].items()}
+        elif mode == "usage-huge":
+            body["usage"] = {"prompt_tokens": 1e30, "completion_tokens": 1e30, "total_tokens": 2e30}
+        if mode == "trickle-sse":
+            delta = {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            chunk = {**body, "object": "chat.completion.chunk", "choices": [delta]}
+            self._trickle(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode(), "text/event-stream", "sse")
+        elif mode in TRICKLE_MODES:
+            self._trickle(json.dumps(body).encode(), "application/json",
+                          "length" if mode == "trickle" else "chunked")
+        else:
+            self._reply(200, json.dumps(body).encode(), "application/json")
 
 
 class FaultLMServer(_Base):
