@@ -1,4 +1,4 @@
-"""`ppoga kg load | relations | neighbors | find`: build a store and look around a KG by hand.
+"""`ppoga kg load | serve | relations | neighbors | find`: build a store, serve one, look around a KG by hand.
 
 Its subcommands take the same `--kg` options as every other command (`ppoga_dspy.cli.common.add_kg_options`);
 `kg_from_args(args)` opens the KG they describe.
@@ -36,13 +36,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = kg.add_subparsers(dest="kg_command", metavar="KG_COMMAND")
     kg.set_defaults(handler=lambda args: _usage(kg))
 
-    load = sub.add_parser("load", help="load RDF/IRN files into a persisted store directory")
-    load.add_argument("files", nargs="+", metavar="FILE")
-    load.add_argument("--store", required=True, metavar="DIR", help="store directory to create (or add to)")
-    load.add_argument("--format", choices=("nt", "ttl", "nq", "irn"), default=None, help="default: from extension")
+    load = sub.add_parser("load", help="load RDF/IRN files into a store folder (embedded oxigraph or Virtuoso), "
+                                       "with progress; a rerun after a kill loads only what is not loaded yet")
+    load.add_argument("files", nargs="+", metavar="FILE", help="N-Triples / Turtle / N-Quads (plain or .gz), IRN or "
+                                                               "MetaQA KB files")
+    load.add_argument("--store", required=True, metavar="DIR", help="store folder to create, resume or add to")
+    load.add_argument("--engine", choices=("oxigraph", "virtuoso"), default="oxigraph",
+                      help="oxigraph: an embedded store (default); virtuoso: a Virtuoso database folder for "
+                           "`ppoga kg serve` (scripts/setup_virtuoso.sh unpacks Virtuoso)")
+    load.add_argument("--format", choices=("nt", "ttl", "nq", "irn", "pipe"), default=None,
+                      help="default: from extension")
     load.add_argument("--dialect", choices=DIALECTS, default=None, help="default: detected from the files")
+    load.add_argument("--memory", type=float, default=None, metavar="GB",
+                      help="virtuoso: GB of buffers (default: half the machine's RAM)")
+    load.add_argument("--chunk-mb", type=float, default=64.0, metavar="MB",
+                      help="N-Triples read, loaded and committed this many MB at a time (the unit of resume)")
+    load.add_argument("--no-progress", action="store_true", help="no progress bar")
     load.add_argument("--json", action="store_true", help="print JSON")
     load.set_defaults(handler=_load)
+
+    serve = sub.add_parser("serve", help="serve a Virtuoso database folder on loopback until Ctrl-C",
+                           description="Start Virtuoso on a database folder (one `ppoga kg load --engine virtuoso` "
+                                       "made, or a pre-built Freebase database), wait until it answers, and print "
+                                       "the --kg URL and dialect to use.")
+    serve.add_argument("store", metavar="DIR")
+    serve.add_argument("--port", type=_positive, default=None, help="HTTP port (default: a free one)")
+    serve.add_argument("--memory", type=float, default=None, metavar="GB",
+                       help="GB of buffers (default: half the machine's RAM)")
+    serve.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                       help="seconds to wait for the first answer (a big database recovers for a while)")
+    serve.set_defaults(handler=_serve)
 
     rel = sub.add_parser("relations", help="relations of an entity")
     rel.add_argument("entity", metavar="ENTITY")
@@ -94,15 +117,63 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from ppoga_dspy.kg.importers import detect_dialect
-    from ppoga_dspy.kg.store import create_store_dir
+    from pathlib import Path
 
-    dialect = args.dialect or detect_dialect(args.files, args.format)
-    meta = create_store_dir(args.files, args.store, dialect=dialect, fmt=args.format)
-    if args.json:
-        _print_json({"store": args.store, **meta})
+    from ppoga_dspy.kg.bulk_load import load_store_dir, load_virtuoso_dir
+    from ppoga_dspy.kg.importers import detect_dialect
+
+    if args.chunk_mb <= 0:
+        from ppoga_dspy.errors import ConfigError
+
+        raise ConfigError(f"--chunk-mb {args.chunk_mb}: give a positive size in MB, e.g. --chunk-mb 64")
+    files = [Path(f) for f in args.files]
+    dialect = args.dialect or detect_dialect(files, args.format)
+    options = {"dialect": dialect, "fmt": args.format, "chunk_bytes": int(args.chunk_mb * 2**20),
+               "progress": not args.no_progress and not args.json}
+    if args.engine == "virtuoso":
+        meta = load_virtuoso_dir(files, Path(args.store), memory_gb=args.memory,
+                                 say=lambda text: print(text, file=sys.stderr), **options)
     else:
-        print(f"loaded {len(args.files)} file(s) into {args.store}: {meta['triples']} triples, dialect {dialect}")
+        meta = load_store_dir(files, Path(args.store), **options)
+    if args.json:
+        _print_json({"store": args.store, "engine": args.engine, **meta})
+    else:
+        skipped = f" ({meta['files_skipped']} already loaded)" if meta.get("files_skipped") else ""
+        print(f"loaded {len(args.files)} file(s){skipped} into {args.store} ({args.engine}): {meta['triples']} "
+              f"triples, dialect {dialect}, {meta['seconds']:.1f} s")
+        if args.engine == "virtuoso":
+            print(f"serve it: ppoga kg serve {args.store}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import signal
+    from pathlib import Path
+
+    from ppoga_dspy.kg.virtuoso_db import MemorySettings, database_meta, is_database, start_database
+
+    db = Path(args.store)
+    if not is_database(db):
+        from ppoga_dspy.kg.servers import ServerError
+
+        raise ServerError(f"{db} holds no Virtuoso database (virtuoso.db); make one with `ppoga kg load FILE... "
+                          f"--engine virtuoso --store {db}`")
+    meta = database_meta(db)
+    memory = MemorySettings.for_machine(args.memory)
+    print(memory.describe(), file=sys.stderr)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a plain kill stops Virtuoso too (the handle's exit)
+    with start_database(db, memory=memory, port=args.port, timeout=args.timeout) as handle:
+        dialect = meta.get("dialect", "freebase")
+        triples = f", {meta['triples']} triples" if "triples" in meta else ""
+        print(f"serving {db}{triples}: --kg {handle.url} --dialect {dialect}", flush=True)
+        try:
+            handle.process.wait()
+        except KeyboardInterrupt:
+            pass
+        if handle.process.returncode not in (None, 0, -15):
+            from ppoga_dspy.kg.servers import ServerError
+
+            raise ServerError(f"Virtuoso stopped (exit {handle.process.returncode}); log {handle.log_path}")
     return 0
 
 

@@ -39,6 +39,7 @@ from ppoga_dspy.datasets.examples import (
     sample_examples,
     split_examples,
 )
+from ppoga_dspy.text import TEXT_ENCODING
 
 _QID = re.compile(r"Q\d+")
 _PREFIXES = ("http://rdf.freebase.com/ns/", "ns:", "fb:")
@@ -84,7 +85,7 @@ def _pq_answers(column: str) -> list[str]:
 
 
 def _irn_lines(path: Path) -> Iterable[tuple[int, list[str]]]:
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding=TEXT_ENCODING, newline="\n") as f:  # a BOM is no part of the first question
         for number, line in enumerate(f, 1):
             if line.strip():
                 yield number, line.rstrip("\n").split("\t")
@@ -131,7 +132,7 @@ def _load_wc2014(path: Path) -> list:
 
 
 def _json_items(path: Path) -> list[dict]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(path.read_text(encoding=TEXT_ENCODING))
     if isinstance(data, dict):  # some releases wrap the list: {"Questions": [...]}
         data = next((v for v in data.values() if isinstance(v, list)), None)
     if not isinstance(data, list):
@@ -146,7 +147,7 @@ def _topics(raw: Any) -> dict[str, str]:
 def _load_cwq(path: Path) -> list:
     """ComplexWebQuestions; aliases from `cwq_aname_dict.json` beside the file (PoG's evaluation) when present."""
     aname_file = path.with_name("cwq_aname_dict.json")
-    anames = json.loads(aname_file.read_text(encoding="utf-8")) if aname_file.is_file() else {}
+    anames = json.loads(aname_file.read_text(encoding=TEXT_ENCODING)) if aname_file.is_file() else {}
     return [
         make_example(
             id=str(item.get("ID", f"cwq-{i}")), question=item["question"],
@@ -234,7 +235,7 @@ def _load_qald10(path: Path) -> list:
 def _load_demo(path: Path) -> list:
     """The JSONL written for the demo KG (see data/demo/README.md)."""
     examples = []
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding=TEXT_ENCODING, newline="\n") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -261,6 +262,15 @@ def _load_nsm(path: Path) -> list:
     return load_nsm(path)
 
 
+def _load_rog(path: Path, split: str | None = None) -> list:
+    from ppoga_dspy.datasets.rog import load_rog  # its own module (parquet / Arrow, read by row group)
+
+    return load_rog(path, split)
+
+
+#: formats whose PATH may be a folder and whose --split picks files by name (train-*, validation-*, test-*)
+_SPLIT_BY_FILE = {"rog"}
+
 _LOADERS: dict[str, Callable[[Path], list]] = {
     "pathquestion": _load_pathquestion,
     "pql": _load_pathquestion,
@@ -274,6 +284,7 @@ _LOADERS: dict[str, Callable[[Path], list]] = {
     "demo": _load_demo,
     "metaqa": _load_metaqa,
     "nsm": _load_nsm,
+    "rog": _load_rog,
 }
 DATASET_FORMATS: tuple[str, ...] = tuple(_LOADERS)
 # `demo-train`: questions over the demo KG, disjoint from the demo's own (scripts/make_demo_train.py); the
@@ -302,18 +313,22 @@ def load_dataset(spec: str, *, limit: int | None = None, split: str | None = Non
     then `sample` draws that many of what is left (`sample_examples`, seeded), and `limit` keeps the first
     examples of what is left."""
     fmt, path = parse_spec(spec)
-    if not path.is_file():
+    if fmt in _SPLIT_BY_FILE and not path.exists():
+        raise DatasetError(f"dataset not found: tried {path.resolve()} (a {fmt} file or a folder of them)")
+    if fmt not in _SPLIT_BY_FILE and not path.is_file():
         hint = " (the demo data ships with a source checkout; pass demo:PATH to use a copy)" if fmt == "demo" else ""
         raise DatasetError(f"dataset file not found: tried {path.resolve()}{hint}")
     try:
-        examples = _LOADERS[fmt](path)
+        examples = _LOADERS[fmt](path, split) if fmt in _SPLIT_BY_FILE else _LOADERS[fmt](path)
+    except DatasetError:
+        raise
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:  # JSON and Unicode errors too
         from ppoga_dspy.text import for_terminal
 
         raise DatasetError(f"{path} does not read as a {fmt} file: {for_terminal(exc)}") from exc
     except OSError as exc:
         raise DatasetError(f"{path} cannot be read: {exc.strerror or exc}") from exc
-    if split is not None and split != "all":  # "all": a file that is all training data (e.g. demo-train)
+    if split is not None and split != "all" and fmt not in _SPLIT_BY_FILE:  # "all": every question of the file
         if split not in SPLITS:
             raise DatasetSpecError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)} or all")
         examples = split_examples(examples, seed=seed)[split]

@@ -17,6 +17,7 @@ uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import statistics
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.evaluation.metrics import breakdown
+from ppoga_dspy.evaluation.metrics import breakdown, hit_rog
 from ppoga_dspy.evaluation.runs import (
     EvaluationError,
     RunLocked,
@@ -70,8 +71,11 @@ def record_for(example: Any, prediction: Any, seconds: float, *, keep_prompts: b
     answers = list(getattr(prediction, "answers", []) or [])
     metrics = score_prediction(example, prediction)
     metadata = dict(getattr(example, "metadata", {}) or {})
+    from ppoga_dspy.evaluation.row_check import ROW_FORMAT
+
     return {
         "id": example_id(example),
+        "row_format": ROW_FORMAT,  # a reader refuses rows of a newer format by name (row_check.py)
         "question": example.question,
         "RawQuestion": example.question,
         "topic_entities": dict(getattr(example, "topic_entities", {}) or {}),
@@ -87,6 +91,7 @@ def record_for(example: Any, prediction: Any, seconds: float, *, keep_prompts: b
         "output_token": costs.get("completion_tokens", 0),
         "total_token": costs.get("total_tokens", 0),
         "time": round(seconds, 4),
+        "unusable_replies": int(getattr(prediction, "unusable_replies", 0) or 0),  # LM replies that could not be used
         "status": getattr(prediction, "status", "ok"),
         "error_kind": getattr(prediction, "error_kind", None),
         "error": redact(prediction.error) if getattr(prediction, "error", None) else None,  # never a key
@@ -111,10 +116,24 @@ def answer_one(program: Callable[..., Any], example: Any, *, keep_prompts: bool 
     """Run one question and make its record; a program that raises (a bug) still yields a failed record."""
     started = time.perf_counter()
     try:
-        prediction = program(question=example.question, topic_entities=getattr(example, "topic_entities", None))
+        with _on_own_graph(program, example) as runner:
+            prediction = runner(question=example.question, topic_entities=getattr(example, "topic_entities", None))
         return record_for(example, prediction, time.perf_counter() - started, keep_prompts=keep_prompts)
     except Exception as exc:
         return failure_record(example, exc, time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def _on_own_graph(program: Callable[..., Any], example: Any):
+    """The program itself, or, when its KG stands for "each question on its own graph" (`per_question`, see
+    datasets/own_graphs.py), a copy on this question's graph, which is built now and dropped when it ends: so a
+    split of any size runs in the memory of one question's graph."""
+    kg = getattr(program, "kg", None)
+    if not getattr(kg, "per_question", False):
+        yield program
+        return
+    with kg.open_for(example) as own:
+        yield program.with_kg(own)
 
 
 @dataclass
@@ -194,8 +213,9 @@ def run_evaluation(
 def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, threads: int = 1) -> list[Any]:
     """`fn` over items in `threads` threads, each inheriting the caller's DSPy context; results in item order.
 
-    At most `threads` items are in flight; on Ctrl-C nothing new starts, the items in flight finish,
-    and KeyboardInterrupt is raised again once they have.
+    At most `threads` items are in flight; on Ctrl-C nothing new starts, the items in flight finish (their LM
+    attempts cut after a short grace, `ppoga_dspy.lm.guard.stop_waiting`, so a trickling server cannot hold
+    the stop), and KeyboardInterrupt is raised again once they have.
     """
     items = list(items)
     results: list[Any] = [None] * len(items)
@@ -218,7 +238,13 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, threads: int
             for future in finished:
                 results[pending.pop(future)] = future.result()
     except KeyboardInterrupt:
-        wait(pending)
+        from ppoga_dspy.lm.guard import resume_waiting, stop_waiting
+
+        stop_waiting()
+        try:
+            wait(pending)
+        finally:
+            resume_waiting()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -284,6 +310,11 @@ def grounding_split(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             for name, group in groups.items() if group}
 
 
+def _count(value: Any) -> int:
+    """A row's count field as a whole number (0 when absent or not a count: a row from before the field)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "level", "hops")) -> dict[str, Any]:
     """Hits@1 (lenient, strict), F1, failures, and per-question cost; rates in 0..1.
 
@@ -304,6 +335,8 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
         "hits@1_strict": _mean(metric["hits@1_strict"]),
         "f1": _mean(metric["f1"]),
         "hits@1_pog": _mean(metric["hits@1_pog"]) if metric["hits@1_pog"] else None,  # absent from older runs
+        # RoG's "Hit" (any predicted answer right), from the answers and gold every row keeps, old rows included
+        "hit_rog": _mean([float(hit_rog(r.get("answers") or [], r.get("gold") or [])) for r in rows]),
         "failed": len(failed),
         "errors_by_kind": dict(Counter(r.get("error_kind") or "unknown" for r in failed)),
         "lm_calls_mean": _mean(calls),
@@ -321,6 +354,7 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
     summary["choice_calls"] = sum(c["calls"] for c in choices)
     summary["non_candidate_choices"] = sum(c["non_candidate"] for c in choices)
     summary["choice_fallbacks"] = sum(c["fallbacks"] for c in choices)
+    summary["unusable_replies"] = sum(_count(r.get("unusable_replies")) for r in rows)
     summary["by"] = {}
     for key in by:  # per type / level / hops, the way metrics.breakdown groups them; unset values are left out
         groups = {str(value): scores for value, scores in breakdown(rows, key).items() if value not in (None, "")}
@@ -353,6 +387,7 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
         ("Hits@1 (lenient)", "hits@1", "{:.3f}"),
         ("Hits@1 (strict)", "hits@1_strict", "{:.3f}"),
         ("Hits@1 (PoG's rule)", "hits@1_pog", "{:.3f}"),
+        ("Hit (RoG's rule: any answer)", "hit_rog", "{:.3f}"),
         ("answer F1", "f1", "{:.3f}"),
         ("failed", "failed", "{:.0f}"),
     ]
@@ -362,7 +397,8 @@ def summary_table(summaries: dict[str, dict[str, Any]]):
             rows.append((f"{what} / q (median)", f"{key}_median", median_fmt))
     rows += [("choice calls (total)", "choice_calls", "{:.0f}"),
              ("non-candidate choices (total)", "non_candidate_choices", "{:.0f}"),
-             ("choice fallbacks (total)", "choice_fallbacks", "{:.0f}")]
+             ("choice fallbacks (total)", "choice_fallbacks", "{:.0f}"),
+             ("unusable LM replies (total)", "unusable_replies", "{:.0f}")]
     if any("startup_seconds" in s for s in summaries.values()):
         rows.append(("start-up seconds (once, not per q)", "startup_seconds", "{:.1f}"))
     for label, key, fmt in rows:

@@ -8,6 +8,9 @@
 * `hits@1`: the same lenient containment on the first *extracted* answer, with `_` read as a space.
 * `hits@1_strict`: the first answer equals a gold alias after SQuAD normalisation; no containment.
 * `f1`: set F1 of all answers against the gold answers.
+* `hit_rog` (`hit_rog`, in summaries): RoG's "Hit", as RoG / GNN-RAG / SubgraphRAG report it: a hit when any gold
+  answer, normalised (lower-case, no punctuation or articles), is inside the predicted answers joined by spaces,
+  so a list of ten guesses with one right counts. Shown beside Hits@1 so tables do not mix the two.
 
 Strict Hits@1 and F1 are there so a prediction that merely *contains* the answer ("Paris, France and
 Lyon") is not mistaken for a precise one. All functions are pure and cheap; nothing here imports dspy.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -118,6 +122,29 @@ def hits_at_1_strict(prediction: str, gold: Iterable[str]) -> bool:
     """
     pred = normalize_strict(prediction)
     return bool(pred) and any(pred == normalize_strict(answer) for answer in _aliases(gold))
+
+
+def normalize_rog(text: str) -> str:
+    """RoG's normalisation (its `evaluate_results.py`): lower-case, punctuation dropped, articles dropped, spaces
+    collapsed.
+
+    >>> normalize_rog("The Washington, D.C.!")
+    'washington dc'
+    """
+    text = "".join(ch for ch in str(text).lower() if ch not in string.punctuation)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def hit_rog(predictions: Iterable[str] | str, gold: Iterable[str] | str) -> bool:
+    """RoG's "Hit": any gold answer inside the predictions joined by spaces, after `normalize_rog`; empty never hits.
+
+    >>> hit_rog(["Lyon", "Paris, France"], ["Paris"])     # any prediction, and containment
+    True
+    >>> hit_rog(["Paris"], ["Paris, France"]), hit_rog([], ["Paris"])
+    (False, False)
+    """
+    field = normalize_rog(" ".join(_aliases(predictions)))
+    return bool(field) and any(alias and alias in field for alias in map(normalize_rog, _aliases(gold)))
 
 
 def _aliases(gold: Iterable[str] | str) -> list[str]:
@@ -252,6 +279,7 @@ __all__ = [
     "hits_at_1_strict",
     "normalize_lenient",
     "normalize_pog",
+    "normalize_rog",
     "normalize_strict",
     "predicted_answers",
     "score_prediction",

@@ -78,11 +78,14 @@ def detect_dialect(paths: Iterable[str | Path], fmt: str | None = None) -> str:
     for raw in paths:
         path = Path(raw)
         _check_exists(path)
-        kind = detect_format(path, fmt)
+        gz = path.suffix == ".gz"  # a compressed dump (`ppoga kg load`): the format and the head read through gzip
+        kind = detect_format(path.with_suffix("") if gz and fmt is None else path, fmt)
         if kind in ("irn", "pipe"):
             found.add("irn" if kind == "irn" else "names")
             continue
-        with path.open("rb") as handle:
+        import gzip
+
+        with gzip.open(path, "rb") if gz else path.open("rb") as handle:
             head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
         if FREEBASE_NS in head:
             found.add("freebase")

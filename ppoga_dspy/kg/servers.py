@@ -266,7 +266,7 @@ def start_virtuoso(
         db = root / f"db{attempt}"
         db.mkdir()
         isql_port, http_port = _free_port(), _free_port()
-        ini = _write_virtuoso_ini(db, isql_port, http_port, sorted({f.parent for f in files}))
+        ini = write_virtuoso_ini(db, isql_port, http_port, sorted({f.parent for f in files}))
         command = [str(home / "usr" / "bin" / "virtuoso-t"), "+configfile", str(ini), "+foreground"]
         since = log_path.stat().st_size if log_path.exists() else 0
         process = _spawn(command, log_path, env=env, cwd=db)
@@ -302,22 +302,25 @@ def _virtuoso_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _write_virtuoso_ini(db: Path, isql_port: int, http_port: int, data_dirs: list[Path]) -> Path:
-    """A minimal virtuoso.ini: loopback ports, database in `db`, small buffers (about 160 MB)."""
+def write_virtuoso_ini(db: Path, isql_port: int, http_port: int, data_dirs: list[Path], *, buffers: int = 20000,
+                       dirty: int = 15000, query_mem_mb: int = 500, db_file: str = "virtuoso.db",
+                       ini_name: str = "virtuoso.ini") -> Path:
+    """A minimal virtuoso.ini: loopback ports, database in `db`; small buffers by default (about 160 MB), a bulk
+    load's sized from the machine's memory (`kg/virtuoso_db.py`)."""
     allowed = [str(db)] + [str(d) for d in data_dirs]
     bad = [d for d in allowed if "," in d]
     if bad:
         raise ServerError(f"Virtuoso cannot read from folders whose path contains a comma: {bad}; move the files")
     text = f"""\
 [Database]
-DatabaseFile = {db}/virtuoso.db
+DatabaseFile = {db}/{db_file}
 ErrorLogFile = {db}/virtuoso.log
 LockFile = {db}/virtuoso.lck
 TransactionFile = {db}/virtuoso.trx
 xa_persistent_file = {db}/virtuoso.pxa
 ErrorLogLevel = 7
 FileExtend = 200
-MaxCheckpointRemap = 2000
+MaxCheckpointRemap = {max(2000, buffers // 4)}
 Striping = 0
 TempStorage = TempDatabase
 
@@ -331,12 +334,12 @@ Striping = 0
 ServerPort = 127.0.0.1:{isql_port}
 ServerThreads = 10
 CheckpointInterval = 0
-NumberOfBuffers = 20000
-MaxDirtyBuffers = 15000
+NumberOfBuffers = {buffers}
+MaxDirtyBuffers = {dirty}
 CheckpointSyncMode = 0
 UnremoveableFiles = 0
 DirsAllowed = {", ".join(allowed)}
-MaxQueryMem = 500M
+MaxQueryMem = {query_mem_mb}M
 VADInstallDir = {db}/vad
 
 [HTTPServer]
@@ -352,7 +355,7 @@ ResultSetMaxRows = 1000000
 MaxQueryCostEstimationTime = 0
 MaxQueryExecutionTime = 0
 """
-    ini = db / "virtuoso.ini"
+    ini = db / ini_name
     ini.write_text(text, encoding="utf-8")
     return ini
 
