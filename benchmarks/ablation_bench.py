@@ -9,7 +9,9 @@ does about them. Configurations switch one stage off through the thresholds (`us
 
     full PPoGA | no prediction | no path correction | no plan correction | no corrections (both off)
 
-and the `P=0` column is full PPoGA with a planner that makes no mistake, the dataset's ceiling.
+and the `P=0` column is full PPoGA with a planner that makes no mistake, the dataset's ceiling. Every row asks the
+Executor for each relation choice (`follow_named_relations=false`): that is where the planner's relation mistakes
+are made, and a gate settling them would hide what the corrections are measured against.
 
 The row without prediction carries no target: a scripted judge reads the observation, not the
 prediction, so it cannot show what prediction adds (and is not built to).
@@ -75,8 +77,10 @@ def measure(name: str, data: Path, *, n: int, rates: list[float], seed: int, thr
                 started = time.perf_counter()
                 spec = f"oracle/noisy:{0 if config == 'P=0 ceiling' else rate:g}"
                 lm = scripted_lm_for_spec(spec, examples, seed=seed, kg=kg)
+                # the Executor's relation choice as the paper asks: the noisy planner's relation mistakes are made
+                # there, and the gate that follows a step's named relation would settle them without the model
                 program = PPoGA(kg, role_lms={"planner": lm, "executor": lm}, ranker=ranker,
-                                thresholds=Thresholds(**switches))
+                                thresholds=Thresholds(follow_named_relations=False, **switches))
                 summary = score_program(program, examples, threads=threads)
                 print(f"{name} {spec} {config}: hits@1 {summary['hits@1']:.3f}, calls/q "
                       f"{summary['lm_calls_mean']:.2f} (n={summary['n']}, {time.perf_counter() - started:.0f}s)",

@@ -114,10 +114,11 @@ def thresholds_with(overrides: dict[str, str], base: Any = None):
     """Thresholds: `base` (the artifact's, or the paper defaults), then each NAME=VALUE override."""
     from pydantic import ValidationError
 
-    from ppoga_dspy.method.thresholds import Thresholds
+    from ppoga_dspy.method.thresholds import RENAMED, Thresholds
 
     data = (base or Thresholds()).to_dict()
     for name, value in overrides.items():
+        name = RENAMED.get(name, name)  # a switch's earlier name
         if name not in data:
             raise ConfigError(f"--set {name}={value}: unknown threshold; use one of {', '.join(data)}")
         text = str(value).strip()
@@ -198,10 +199,18 @@ def adapted_role_lms(role_lms: dict[str, Any], artifact: Any) -> dict[str, Any]:
     return out
 
 
-def open_kg_for(settings: ProgramSettings):
-    """The KnowledgeGraph the settings name; without `kg`, the dataset's own KG or the demo KG."""
+def open_kg_for(settings: ProgramSettings, examples: list | None = None):
+    """The KnowledgeGraph the settings name; without `kg`, the dataset's own KG or the demo KG.
+
+    A dataset whose questions carry their own graphs (`nsm:`, `rog:`; datasets/own_graphs.py) runs on the union of
+    the graphs (`--kg union`, nsm's default) or each question on its own (`--kg per-question`, rog's default)."""
+    from ppoga_dspy.datasets.own_graphs import open_own_graph, own_graph_mode
     from ppoga_dspy.kg import open_kg
 
+    mode = own_graph_mode(settings.dataset, settings.kg)
+    if mode is not None:
+        return open_own_graph(settings.dataset, mode, examples, timeout=settings.timeout, retries=settings.retries,
+                              breaker=settings.breaker, ontology=settings.ontology)
     spec = settings.kg or str(default_kg_path(settings.dataset))
     return open_kg(spec, dialect=settings.dialect, timeout=settings.timeout, retries=settings.retries,
                    breaker=settings.breaker, ontology=settings.ontology)
@@ -229,7 +238,7 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
         from ppoga_dspy.app.tracing import enable_tracing
 
         enable_tracing(settings.tracing)  # before the KG opens: a missing extra costs nothing
-    kg = open_kg_for(settings)
+    kg = open_kg_for(settings, examples)
     try:
         role_lms, description = role_lms_for(settings, examples=examples, kg=kg)
         if settings.program is None:  # no --program: the artifact shipped for this LM, if any
@@ -242,7 +251,7 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
             role_lms = adapted_role_lms(role_lms, artifact)
         program = PPoGA(kg, role_lms=role_lms)
         if artifact is not None:
-            artifact.apply(program, lm_description=description)
+            artifact.apply(program, lm_description=description, kg_name=kg.name)
         program.thresholds = thresholds_with(settings.overrides, program.thresholds)
         if settings.stages is not None:  # --stages wins over the artifact's mode
             program.stages = StageMode(settings.stages)

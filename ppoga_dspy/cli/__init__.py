@@ -54,6 +54,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warnings(command: str) -> None:
+    """Our own warnings (an artifact compiled for another LM or KG) reach the user as one line, as our errors do;
+    a library's keep Python's format."""
+    import warnings
+
+    default = warnings.formatwarning
+
+    def formatted(message, category, filename, lineno, line=None) -> str:
+        if category.__module__.startswith("ppoga_dspy"):
+            return f"ppoga {command}: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatted
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -63,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    _one_line_warnings(getattr(args, "command", None) or "")
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

@@ -38,6 +38,13 @@ def _ask(args: argparse.Namespace) -> int:
     args.topic = [from_data(t) for t in args.topic]
     if not args.question.strip():
         raise ConfigError("the question is empty; ask one, e.g. ppoga ask \"Who directed Inception?\"")
+    from ppoga_dspy.datasets.examples import MAX_QUESTION_CHARS
+
+    if len(args.question) > MAX_QUESTION_CHARS:  # it would be sent whole in every prompt
+        raise ConfigError(f"the question is {len(args.question)} characters long, over the {MAX_QUESTION_CHARS} a "
+                          "question may be; ask a shorter one")
+    if any(not topic.strip() for topic in args.topic):  # links to nothing: every call would be paid for a fallback
+        raise ConfigError("a --topic is blank; name the entity, or leave --topic out to link it from the question")
     if args.trace:
         args.trace = check_output_path(args.trace, flag="--trace")  # before any LM call is paid
     with open_program(program_settings(args)) as opened:
@@ -58,6 +65,7 @@ def _ask(args: argparse.Namespace) -> int:
         "answer": prediction.answer,
         "answers": prediction.answers,
         "answer_ids": prediction.answer_ids,
+        "ungrounded": list(getattr(prediction, "ungrounded", []) or []),  # as eval rows: answers naming no graph entity
         "reasoning": prediction.reasoning,
         "reasoning_chains": prediction.reasoning_chains,
         "status": prediction.status,

@@ -26,6 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.add_argument("--select-limit", type=common.at_least(1), default=None, help="at most N selection questions")
     cmd.add_argument("--dev-limit", type=common.at_least(0), default=None,
                      help="at most N dev questions; 0: no dev scoring (a slow local model, scored later by eval)")
+    cmd.add_argument("--switch-trials", type=common.at_least(0), default=None, metavar="N",
+                     help="dev scorings spent choosing the student's on/off rules (answer_reads_plan, "
+                          "follow_named_relations, ...; optimizers/switches.py); default: one per rule plus one when "
+                          "there are dev questions; 0 (or --dev-limit 0): the defaults stand")
     cmd.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
     cmd.add_argument("--teacher-lm", metavar="SPEC", default=None,
                      help=f"LM that runs the teacher / proposes prompts; {common.ORACLE_LM} (or oracle/noisy:P) "
@@ -116,7 +120,7 @@ def _check_budget_flags(args: argparse.Namespace) -> None:
 def _compile(args: argparse.Namespace) -> int:
     common.offline_environment()
     from ppoga_dspy.app.checks import check_lm_spec
-    from ppoga_dspy.optimizers.artifact import Artifact
+    from ppoga_dspy.optimizers.artifact import Artifact, kg_label
     from ppoga_dspy.optimizers.compile import compile_program
     from ppoga_dspy.scripted.proposer import PROPOSER_LM
 
@@ -151,8 +155,10 @@ def _compile(args: argparse.Namespace) -> int:
                                  provenance=_provenance(args, program, lm_description, trainset + (selectset or [])))
         scores = {**result.scores, "reported_on": args.dev_split if devset else None,
                   "selected_on": _selected_on(args) if result.selected_on else None}
-        artifact = Artifact.from_program(result.program, lm=lm_description, dataset=args.dataset, split=args.split,
-                                         optimizer=args.optimizer, scores=scores)
+        switches = _choose_switches(args, result.program, devset)
+        artifact = Artifact.from_program(result.program, lm=lm_description, kg=kg_label(opened.kg.name),
+                                         dataset=args.dataset, split=args.split, optimizer=args.optimizer,
+                                         scores=scores, tuning={"switches": switches} if switches else {})
         artifact.save(args.out)
         report = {"artifact": str(args.out), "optimizer": args.optimizer, **scores,
                   "changed_predictors": result.changed_predictors}
@@ -176,6 +182,23 @@ def _compile(args: argparse.Namespace) -> int:
                       f"changed: {', '.join(result.changed_predictors) or 'nothing'}")
             print(f"wrote {args.out}")
     return 0
+
+
+def _choose_switches(args: argparse.Namespace, program, devset: list) -> dict | None:
+    """The student's on/off rules measured on the dev questions (`optimizers/switches.py`), set on `program`; what
+    was tried, for the artifact. None when nothing was measured (no dev questions, or --switch-trials 0)."""
+    from ppoga_dspy.method.thresholds import CHOSEN_ON_DEV
+    from ppoga_dspy.optimizers.switches import choose_switches
+
+    budget = len(CHOSEN_ON_DEV) + 1 if args.switch_trials is None else args.switch_trials
+    if not devset or budget == 0:
+        return None
+    choice = choose_switches(program, devset, budget=budget, threads=args.threads)
+    program.thresholds = choice.thresholds
+    changed = ", ".join(f"{name}={value}" for name, value in choice.changed.items()) or "none (the defaults stand)"
+    print(f"ppoga compile: rules chosen on {len(devset)} {args.dev_split} questions in {len(choice.trials)} "
+          f"scorings: {changed}", file=sys.stderr)
+    return {"chosen_on": args.dev_split, **choice.to_dict()}
 
 
 def _provenance(args: argparse.Namespace, program, lm_description: str, examples: list) -> dict:

@@ -60,7 +60,9 @@ def render_prediction(console, result: dict[str, Any]) -> None:
         console.print(f"[yellow]{_m(note['stage'])}[/]: {_m(describe_note(note['stage'], note.get('outputs') or {}))}")
     if result.get("status") != "ok":
         console.print(f"[bold red]failed ({_m(result.get('error_kind'))}):[/] {_m(result.get('error'))}")
-    answer = ", ".join(_t(a) for a in result.get("answers") or []) or "(no answer)"
+    ungrounded = set(result.get("ungrounded") or [])
+    answer = ", ".join(_t(a) + (" (not on the graph: the model's own answer)" if a in ungrounded else "")
+                       for a in result.get("answers") or []) or "(no answer)"
     console.print(Panel(Text(answer, style="bold green"), title="answer"))
     if result.get("reasoning"):
         console.print(f"[bold]Reasoning:[/] {_m(result['reasoning'])}")

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ppoga_dspy.kg.base import Entity, Triple
-from ppoga_dspy.method.bridging import bridges, refocus
 from ppoga_dspy.method.executor import Observation
-from ppoga_dspy.method.gating import relation_names
-from ppoga_dspy.method.memory import PlanStepState, StepCycle
+from ppoga_dspy.method.gating import RETRY_NOTE, names_relation, relation_names, step_words
+from ppoga_dspy.method.memory import REVERSE, PlanStepState, StepCycle
+from ppoga_dspy.method.named_relations import bridges, followed, named_on, refocus
 from ppoga_dspy.method.planner import Menus
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.vocabulary import Decision, StepAction
@@ -30,6 +30,7 @@ class Allowance:
     can_replan: bool  # plan correction is on and replans are left
     last_step: bool  # the step is the plan's last
     found_something: bool  # the step reached at least one entity
+    mismatch: bool = False  # the step followed none of the relations its objective names (`correct_named_mismatch`)
 
     def carry_on(self) -> Decision:
         """What a step does when no correction is left: keep what it found, or stop with what there is."""
@@ -37,6 +38,18 @@ class Allowance:
 
 
 Rule = Callable[[Decision, Allowance], Decision | None]
+
+#: How an observation opens the line that says the step followed none of the relations it names (`check_named`).
+MISMATCH = "Mismatch: the step names"
+
+
+def no_finish_on_a_mismatch(decision: Decision, allow: Allowance) -> Decision | None:
+    """A step that followed another relation than the one it names has not done what it asks: the walk does not end
+    on it while the step may be retried (a step that proceeds leaves the next step to go back to what leads on)."""
+    ends = decision is Decision.FINISH or (decision is Decision.PROCEED and allow.last_step)
+    if allow.mismatch and ends and allow.can_retry:
+        return Decision.CORRECT_PATH
+    return None
 
 
 def no_retry_left(decision: Decision, allow: Allowance) -> Decision | None:
@@ -61,7 +74,7 @@ def last_step_finishes(decision: Decision, allow: Allowance) -> Decision | None:
 
 
 #: Applied in this order, each to the result of the one before.
-RULES: tuple[Rule, ...] = (no_retry_left, no_replan_left, last_step_finishes)
+RULES: tuple[Rule, ...] = (no_finish_on_a_mismatch, no_retry_left, no_replan_left, last_step_finishes)
 
 
 def apply_rules(decision: Decision, allow: Allowance) -> Decision:
@@ -133,7 +146,7 @@ class StepLoop:
         self.walk = Walk.start(topics)
         self.state = CycleState()
         self.written: tuple[list[str], str] | None = None  # fused: the answer the finishing evaluation wrote
-        self.bridged: set[int] = set()  # the plan steps already done again past a bridge (bridging.py), by id
+        self.bridged: set[int] = set()  # the plan steps already done again past a bridge (named_relations.py), by id
 
     @property
     def plan(self) -> list[PlanStepState]:
@@ -159,6 +172,7 @@ class StepLoop:
         if th.use_prediction:
             cycle.prediction = self.prediction_for(step)
         observation = self.act(step)
+        self.check_named(step, observation)
         cycle.observation = observation.text()
         cycle.triples, cycle.frontier, cycle.paths = observation.triples, observation.frontier, observation.paths
         cycle.rationale = observation.rationale
@@ -172,7 +186,8 @@ class StepLoop:
                 run, self.question, f"{memory.strategic.plan_text()}\n{self.corrections_left(step.attempts)}",
                 step.objective, cycle.observation, cycle.thought, found_something=not observation.empty,
             )
-            cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty)
+            cycle.decision = self.enforce(decision, step.attempts, found_something=not observation.empty,
+                                          mismatch=observation.mismatch)
         memory.history.append(cycle)
         return cycle, observation
 
@@ -202,7 +217,8 @@ class StepLoop:
             ahead=self.menus_ahead(following, observation),
         )
         cycle.thought, cycle.missing, cycle.reason = judged.thought, judged.missing, judged.reason
-        cycle.decision = applied = self.enforce(judged.decision, attempts, found_something=found)
+        cycle.decision = applied = self.enforce(judged.decision, attempts, found_something=found,
+                                                mismatch=observation.mismatch)
         if applied is Decision.PROCEED and following is not None:
             following.relations = judged.next_relations
             if self.run.thresholds.use_prediction:
@@ -228,6 +244,8 @@ class StepLoop:
         if step.action == StepAction.MEMORY:
             return self.recall()
         if step.action == StepAction.EXPLORE:
+            if self.run.thresholds.correct_named_mismatch and self.crossed_already(step.objective):
+                return self.already_crossed(step)
             self.refocus(step)
         frontier, within, chains = self.walk.frontier, None, self.walk.chains
         if step.action == StepAction.INTERSECT:
@@ -241,16 +259,63 @@ class StepLoop:
         )
 
     def refocus(self, step: PlanStepState) -> None:
-        """`bridge_named_relation`: when no frontier entity has a relation the step names, the last step's other
-        candidates that have it become the frontier (bridging.py)."""
-        if not self.run.thresholds.bridge_named_relation or not self.walk.earlier:  # none before the first step
+        """`back_to_named_relation`: when no frontier entity has a relation the step names, the last step's other
+        candidates that have it become the frontier (named_relations.py)."""
+        if not self.run.thresholds.back_to_named_relation or not self.walk.earlier:  # none before the first step
             return
-        taken = refocus(self.run, self.walk.frontier, self.walk.earlier[-1][0], relation_names(step.objective))
+        taken = refocus(self.run, self.walk.frontier, self.walk.earlier[-1][0], step.objective)
         if taken:
-            self.run.note("bridge.frontier", step=self.state.index, left=[e.id for e in self.walk.frontier],
+            self.run.note("named_relation.back", step=self.state.index, left=[e.id for e in self.walk.frontier],
                           frontier=[e.to_dict() for e in taken])
             self.walk.take(taken)
             self.plan[self.state.index - 1].outcome = found(taken)
+
+    def check_named(self, step: PlanStepState, observation: Observation) -> None:
+        """`correct_named_mismatch`: a step whose objective names relations and that followed none of them says so
+        in its observation, so that Think and Evaluate judge it. When the graph offers the named relation (the
+        step's entities have it and another was chosen, or the step before reached other candidates that have it)
+        the mismatch can be corrected and the rules retry it; when no entity the walk reached has it, the observation
+        says that too, and nothing is retried for it (a retry could only fail again). A bridge (what the step reached
+        has the named relation) is left to `carry_bridge`."""
+        th = self.run.thresholds
+        if not th.correct_named_mismatch or step.action != StepAction.EXPLORE or not observation.paths:
+            return
+        names = relation_names(step_words(step.objective))
+        if not names or followed(observation.paths, step.objective) or self.crossed_already(step.objective):
+            return
+        if bridges(self.run, step.objective, observation.paths, self.walk.frontier, observation.frontier):
+            return
+        taken = sorted({relation for _, relation, _ in observation.paths})
+        pool = self.walk.earlier[-1][0] if self.walk.earlier else []
+        offered = [e for e in [*self.walk.frontier[: th.frontier_limit], *pool[: th.prune_threshold]]
+                   if named_on(self.run, e, step.objective)]
+        observation.mismatch = bool(offered)
+        if offered:
+            observation.notes.append(f"{MISMATCH} {', '.join(names)}, but it followed {', '.join(taken)}; "
+                                     f"{', '.join(e.label for e in offered[:3])} has it.")
+        else:
+            observation.notes.append(f"The step names {', '.join(names)}, which no entity the walk reached has; "
+                                     f"it followed {', '.join(taken)} instead.")
+        self.run.note("named_relation.mismatch", step=self.state.index, named=names, followed=taken,
+                      correctable=bool(offered))
+
+    def crossed_already(self, objective: str) -> bool:
+        """Whether the walk reached its frontier by a relation the objective names: a step before read through a
+        mediator along it (`spouse_s` then `marriage.spouse`), so a step naming it has nothing left to follow."""
+        arrived = [chain[-1].relation + ("" if chain[-1].tail.id == e.id else REVERSE)
+                   for e in self.walk.frontier if (chain := self.walk.chains.get(e.id))]
+        words = step_words(objective)  # the direction as crossed: going back along it ("(reverse)") is a new hop
+        return any(names_relation(key, words) for key in arrived)
+
+    def already_crossed(self, step: PlanStepState) -> Observation:
+        """A step naming the relation the walk arrived by (read through a mediator by the step before) has nothing
+        left to follow: its entities stand, and Think and Evaluate are told why (no KG query, no Executor call)."""
+        names = relation_names(step_words(step.objective))
+        self.run.note("named_relation.crossed", step=self.state.index, named=names)
+        known = self.run.memory.knowledge.evidence(self.run.thresholds.evidence_tokens)
+        return Observation(frontier=list(self.walk.frontier), chains=dict(self.walk.chains),
+                           notes=[f"No graph action: the step before already crossed {', '.join(names)} "
+                                  "(read through a mediator) to these entities."] + known)
 
     def recall(self) -> Observation:
         """A memory step (compare, count, pick): the Planner reads what is known; the Executor is not called."""
@@ -280,10 +345,10 @@ class StepLoop:
     def exploration_objective(step: PlanStepState) -> str:
         """The step's objective; on a retry, what Think said was missing shapes where the Executor looks."""
         if step.attempts and step.missing and step.missing.strip().lower() not in ("nothing", "none", ""):
-            return f"{step.objective}; still missing: {step.missing}"
+            return f"{step.objective}{RETRY_NOTE}{step.missing}"
         return step.objective
 
-    def enforce(self, decision: Decision, attempts: int, *, found_something: bool) -> Decision:
+    def enforce(self, decision: Decision, attempts: int, *, found_something: bool, mismatch: bool = False) -> Decision:
         """The model's decision after the caps and ablation switches; every change is noted in the trace."""
         th, strategic = self.run.thresholds, self.run.memory.strategic
         allow = Allowance(
@@ -291,6 +356,7 @@ class StepLoop:
             can_replan=th.use_plan_correction and strategic.replan_count < th.max_replans,
             last_step=self.state.index == len(strategic.plan) - 1,
             found_something=found_something,
+            mismatch=mismatch,
         )
         applied = apply_rules(decision, allow)
         if applied != decision:
@@ -304,6 +370,8 @@ class StepLoop:
         if decision in (Decision.PROCEED, Decision.FINISH):
             finish = decision is Decision.FINISH and not self.carry_bridge(step, cycle, observation)  # only a finish
             self.proceed(step, observation, finish=finish)
+        elif decision is Decision.CORRECT_PATH and self.carry_bridge(step, cycle, observation):
+            self.proceed(step, observation, finish=False)  # the graph's correction: on past the skipped hop
         elif decision is Decision.CORRECT_PATH:
             self.correct_path(step, observation)
         else:
@@ -323,21 +391,21 @@ class StepLoop:
             self.state.index += 1
 
     def carry_bridge(self, step: PlanStepState, cycle: StepCycle, observation: Observation) -> bool:
-        """`bridge_named_relation`, for a step that would finish: one whose frontier had none of the relations it
-        names, and whose entities have one, was a bridge; the same objective is put after it (once, within
-        `max_depth`) and the walk goes on there. Called before `proceed`, while the walk's frontier is still the
-        step's own."""
+        """`back_to_named_relation`, for a step that would finish or be retried: one whose frontier had none of the
+        relations it names, and whose entities have one, was a bridge over a hop the plan skipped; the same objective
+        is put after it (once, within `max_depth`) and the walk goes on there (a retry from the same frontier could
+        only fail again). Called before `proceed`, while the walk's frontier is still the step's own."""
         th = self.run.thresholds
-        if (not th.bridge_named_relation or step.action != StepAction.EXPLORE or id(step) in self.bridged
+        if (not th.back_to_named_relation or step.action != StepAction.EXPLORE or id(step) in self.bridged
                 or len(self.plan) >= th.max_depth):
             return False
-        names = relation_names(step.objective)
-        if not bridges(self.run, names, cycle.paths, self.walk.frontier, observation.frontier):
+        names = bridges(self.run, step.objective, cycle.paths, self.walk.frontier, observation.frontier)
+        if not names:
             return False
         again = PlanStepState(objective=step.objective, expected_outcome=step.expected_outcome, action=step.action)
         self.bridged.update({id(step), id(again)})
         self.plan.insert(self.state.index + 1, again)
-        self.run.note("bridge.carried", step=self.state.index, named=names, decision=cycle.decision,
+        self.run.note("named_relation.again", step=self.state.index, named=names, decision=cycle.decision,
                       followed=[list(p) for p in cycle.paths])
         cycle.decision = Decision.PROCEED
         self.written = None  # fused: an answer written at the bridge is not the walk's end

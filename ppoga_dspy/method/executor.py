@@ -89,6 +89,7 @@ class Observation:
     others: dict[str, list[Triple]] = field(default_factory=dict)  # unselected entity id -> its chain (backtracking)
     other_entities: list[Entity] = field(default_factory=list)
     chose: bool = False  # the frontier was chosen among more candidates than it keeps (an entity choice was made)
+    mismatch: bool = False  # it followed none of the relations its step names (method/cycle.py `check_named`)
     reached: dict[tuple[str, str, str], int] = field(default_factory=dict)  # path -> entities it reached
 
     def failed_parts(self, earlier_choices: bool) -> tuple[list[tuple[str, str, str]], list[str]]:
@@ -99,7 +100,7 @@ class Observation:
         of this step failed before: then the relation goes too). A branch that reached something is not banned
         for a sibling branch that reached nothing (an intersect's branches are judged apart); when every path
         reached something and no choice was made, the paths themselves failed."""
-        if self.chose and not earlier_choices:
+        if self.chose and not earlier_choices and not self.mismatch:  # a mismatch: the relation itself failed
             return [], [e.id for e in self.frontier]
         empty = [p for p in self.paths if not self.reached.get(p)]
         return (empty or list(self.paths)), []
@@ -197,31 +198,13 @@ class Executor(dspy.Module):
         Pruning is per group, as the paper states it: a relation with more than `prune_threshold` candidates
         keeps its most similar ones, and never crowds out a small group of another relation.
         """
-        th = run.thresholds
-        if run.fused:  # one relation choice for the whole frontier (relation_pairs.py)
-            return self._gather_fused(run, question, objective, frontier, query, observation, step, chains,
-                                      prune=prune, carried=carried)
-        candidates: list[Candidate] = []
-        for entity in frontier[: th.frontier_limit]:
-            arrived_by = (chains.get(entity.id) or [None])[-1]
-            menu = self.relation_menu(run, entity, query, step=step, arrived_by=arrived_by, observation=observation)
-            if menu is None:
-                continue
-            for relation in self._choose_relations(run, question, objective, menu):
-                group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))
-                candidates.extend(self._pruned(run, entity, relation, group, query, prune))
-        return candidates
-
-    def _gather_fused(
-        self, run: QuestionRun, question: str, objective: str, frontier: list[Entity], query: str,
-        observation: Observation, step: int, chains: dict[str, list[Triple]], *, prune: bool = True,
-        carried: CarriedRelations | None = None,
-    ) -> list[Candidate]:
-        """`_gather` with one `SelectRelationPairs` call for every frontier entity left open by the rules (none
-        when a valid choice was carried from the call before)."""
         menus = self._menus(run, frontier, chains, query, observation, step)
-        pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus,
-                             carried=carried)
+        if run.fused:  # one SelectRelationPairs call for every entity the rules leave open (none when carried)
+            pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus,
+                                 carried=carried)
+        else:  # one SelectRelations call per entity, as the paper asks
+            pairs = [(menu.entity, relation) for menu in menus
+                     for relation in self._choose_relations(run, question, objective, menu)]
         candidates: list[Candidate] = []
         for entity, relation in pairs:
             group = self._follow(run, entity, relation, observation, came_from(entity, chains.get(entity.id)))

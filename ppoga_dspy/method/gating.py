@@ -4,7 +4,7 @@ With one candidate there is nothing to choose. With `Thresholds.gate_margin` set
 ranking whose best candidate beats the second by more than the margin is taken as decisive and the
 best candidate is used. Either way the call saved is counted (`Costs.gated`, so reports show calls
 saved) and the trace notes "<stage>.gated" with the reason; the margin is off by default, so paper
-reproduction asks the model at every real choice. With `Thresholds.gate_named_relation`, a step whose
+reproduction asks the model at every real choice. With `Thresholds.follow_named_relations`, a step whose
 objective names menu relations verbatim ("follow relation written_by") follows them without SelectRelations:
 the Planner has already chosen, and a tiny Executor model only gets it wrong.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 from ppoga_dspy.method.memory import REVERSE
 from ppoga_dspy.method.question_run import QuestionRun
@@ -56,11 +57,29 @@ def relation_names(text: str) -> list[str]:
     return [name + (REVERSE if reverse else "") for name, reverse in _NAME.findall(text)]
 
 
+#: What a path correction appends to a step's objective for the Executor ("; still missing: ..."): Think's words,
+#: not the Planner's step, so they never name a relation for a gate or a way back (method/cycle.py writes it).
+RETRY_NOTE = "; still missing: "
+
+
+def step_words(objective: str) -> str:
+    """The step's own objective, without what a retry appended (`RETRY_NOTE`)."""
+    return objective.split(RETRY_NOTE, 1)[0]
+
+
+@lru_cache(maxsize=4096)
+def _whole_name(key: str) -> re.Pattern[str]:
+    """`key` written as a whole name: not inside a longer one (`P17` is not named by "P1705", `spouse` not by
+    "people.person.spouse_s"), and a forward key not followed by "(reverse)"."""
+    base = key.removesuffix(REVERSE)
+    tail = r"\s*\(reverse\)" if key.endswith(REVERSE) else r"(?!\s*\(reverse\))"
+    return re.compile(rf"(?<![\w.])(?<!\w\.){re.escape(base)}(?!\w|\.\w){tail}")
+
+
 def names_verbatim(key: str, text: str) -> bool:
-    """Whether `text` writes the relation `key` as it is; a forward key never stands for its reverse."""
-    if key.endswith(REVERSE):
-        return key in text
-    return key in text.replace(f"{key}{REVERSE}", "")
+    """Whether `text` writes the relation `key` as it is, as a whole name, in the same direction. Any shape of name
+    counts (`written_by`, `people.person.spouse_s`, `P26`, `birthPlace`, `spouse`): the key comes from the graph."""
+    return bool(_whole_name(key).search(text))
 
 
 def names_relation(key: str, text: str) -> bool:
@@ -91,10 +110,11 @@ def close_names(key: str, name: str) -> bool:
 
 
 def named(run: QuestionRun, stage: Stage, objective: str, keys: list[str], **where: str) -> list[int] | None:
-    """The menu positions of the relations the step's objective names (`gate_named_relation`), recorded when the
+    """The menu positions of the relations the step's objective names (`follow_named_relations`), recorded when the
     names settle the choice: at least one and no more than `relations_per_step`; else None (the model is asked)."""
-    if not run.thresholds.gate_named_relation:
+    if not run.thresholds.follow_named_relations:
         return None
+    objective = step_words(objective)  # a retry's appended Think text names no relation the Planner chose
     found = [i for i, key in enumerate(keys) if names_verbatim(key, objective)] or [
         i for i, key in enumerate(keys) if names_relation(key, objective)]  # a name a letter off only if none is exact
     if not found or len(found) > run.thresholds.relations_per_step:

@@ -27,7 +27,7 @@ from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
 from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.method.tools import KGTools
-from ppoga_dspy.method.vocabulary import Decision, StageMode
+from ppoga_dspy.method.vocabulary import Decision, StageMode, StepAction
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,8 @@ class PPoGA(dspy.Module):
         answers, answer_ids, reasoning, failure = self._guarded(run, question, topic_entities)
         if failure is None and run.tools.all_failed():  # fallbacks over a graph that answered nothing: not "ok"
             answers, answer_ids, reasoning, failure = [], [], "", run.tools.all_failed()
+        if failure is None and run.no_usable_reply():  # fallbacks where the LM gave nothing usable: not "ok"
+            answers, answer_ids, reasoning, failure = [], [], "", run.no_usable_reply()
         status, error_kind, error = ("failed", *failure) if failure else ("ok", None, None)
         if error:
             run.note("failed", kind=error_kind, error=error)
@@ -170,6 +172,7 @@ class PPoGA(dspy.Module):
             trace=[e.to_dict() for e in memory.trace],
             memory=memory.to_dict(),
             costs=run.costs.to_dict(),
+            unusable_replies=run.unusable_replies,
         )
 
     def _guarded(self, run: QuestionRun, question: str, topic_entities):
@@ -227,8 +230,9 @@ class PPoGA(dspy.Module):
             run.note("answer.fallback", answers=fallback)
             return fallback, [e.id for e in frontier if e.label in fallback], "fallback: the last step's entities"
         answers, reasoning = written
-        if self.thresholds.redirect_walked_past and (redirected := _past_the_stops(run, answers, frontier)):
-            run.note("answer.walked_past", answers=answers, applied=redirected)
+        if (self.thresholds.answer_at_walk_end and not _picked_from_memory(run)
+                and (redirected := _past_the_stops(run, answers, frontier))):
+            run.note("answer.walk_end", answers=answers, applied=redirected)
             answers = redirected
         ids = [_link_answer(knowledge.entities.values(), a) for a in answers]
         return answers, ids, reasoning
@@ -265,6 +269,15 @@ def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]
     if len(kept) == len(answers):
         return None
     return kept or ends
+
+
+def _picked_from_memory(run: QuestionRun) -> bool:
+    """Whether the walk ended on a memory step (compare, count, pick): its answer is what it picked from what is
+    known, a topic entity included ("which of A and B is older"), not a stop on the way."""
+    plan, history = run.memory.strategic.plan, run.memory.history
+    if not history or not 0 <= history[-1].index < len(plan):
+        return False
+    return plan[history[-1].index].action == StepAction.MEMORY
 
 
 def _walked(history: list[StepCycle]) -> list[StepCycle]:

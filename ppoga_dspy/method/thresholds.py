@@ -7,7 +7,9 @@ the paper is silent, from PoG) and a bound that keeps every loop finite.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Thresholds(BaseModel):
@@ -54,18 +56,21 @@ class Thresholds(BaseModel):
     gate_margin: float | None = Field(None, ge=0.0, le=2.0)
     """gated choices: no LM call when the best candidate's embedding similarity beats the second's by more than
     this (the best is taken); None: never gate on the margin (a single candidate never needs a call)"""
-    gate_named_relation: bool = False
-    """gated relation choices: a step whose objective names menu relations verbatim ("follow relation written_by")
-    follows them without SelectRelations (the Planner has chosen). Off by default, so paper reproduction asks the
-    Executor; on in the embedded model's artifact, whose SelectRelations strayed from relations its own plan named
-    (MetaQA 2-hop: 8 of 12 misses)"""
-    bridge_named_relation: bool = False
-    """a step whose objective names a relation its frontier does not have: the last step's other candidates that
-    have it become the frontier; and a step that would end the walk having followed none of the relations it
-    names (its frontier had none), whose entities have one, is done again from them, once (the plan skipped a
-    hop). Off by default (the Planner's plan is followed as written); on in the embedded model's artifact, whose
-    plans dropped the middle hop of MetaQA 3-hop questions (11 of 29 misses) and kept films without the language
-    a step asked for (method/bridging.py)"""
+    follow_named_relations: bool = True
+    """gated relation choices: a step whose objective names menu relations as whole names ("follow relation
+    written_by") follows them without SelectRelations: the Planner has already chosen, and asking again only lets
+    the Executor stray (the embedded model's SelectRelations left relations its own plan named in 8 of 12 MetaQA
+    2-hop misses). An objective that names none asks the Executor as the paper does"""
+    back_to_named_relation: bool = True
+    """back to the candidates that lead on: a step whose objective names a relation its frontier does not have
+    takes the last step's other candidates that have it as its frontier (PoG's backtracking, told by the graph what
+    to look for), and a step that would end the walk having followed none of the relations it names (its frontier
+    had none), whose entities have one, is done again from them, once (the plan skipped a hop). KG queries only,
+    never an LM call (method/named_relations.py)"""
+    correct_named_mismatch: bool = True
+    """a step that followed none of the relations its objective names (its frontier had none) is a mismatch: the
+    observation says so to Think and Evaluate, and a decision to end the walk on it becomes a path correction while
+    retries are left; a step naming the relation its frontier was reached by (read through a mediator) is done"""
     use_prediction: bool = True
     """ablation: predict each step's outcome before acting"""
     use_path_correction: bool = True
@@ -83,13 +88,21 @@ class Thresholds(BaseModel):
     """Answer reads the plan with each step's status and what Think concluded, above the facts (what a capable
     model reasons from); off: the facts alone, for a small model that copies a name from the plan lines (the
     embedded 270M model named the question's topic: WC-P2 30 of 35 with them, 34 of 35 without)"""
-    redirect_walked_past: bool = False
-    """answers naming the question's topic entity or an entity an earlier step reached and the walk moved on from
-    (kept or not: Answer reads both in the facts) are dropped, and
-    when every answer names one the last step's entities answer instead: the plan's own walk says the answer lies
-    past them. Off by default (a capable planner may walk past its answer to check it); on in the embedded model's
-    artifact, whose constrained answer names the first entity it reads (PQ-2H 0.640 -> 0.920,
-    benchmarks/compile_bench.py)"""
+    answer_at_walk_end: bool = True
+    """Answer reads the end of the walk: answers naming the question's topic entity or an entity an earlier step
+    reached and the walk moved on from (kept or not: Answer reads both in the facts) are dropped, and when every
+    answer names one the last step's entities answer instead: the plan's own walk says the answer lies past them.
+    A plan whose last step reads memory (compare, pick: "which of A and B is older") answers what it picked, a topic
+    entity included. The embedded model's constrained answer named the first entity it read (PQ-2H 0.640 -> 0.920
+    with this rule, benchmarks/compile_bench.py)"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """Artifacts and `--set`s written under a switch's earlier name still load (`RENAMED`)."""
+        if isinstance(data, dict):
+            return {RENAMED.get(key, key): value for key, value in data.items()}
+        return data
 
     def to_dict(self) -> dict:
         return self.model_dump()
@@ -99,8 +112,13 @@ class Thresholds(BaseModel):
         return cls.model_validate(data or {})
 
 
-#: The guards of a tiny model that copies its demos: what the shipped embedded artifact carries, and what the
-#: benchmarks' embedded rows set (`--set answer_reads_plan=false --set redirect_walked_past=true
-#: --set gate_named_relation=true --set bridge_named_relation=true`).
-SMALL_MODEL_GUARDS: dict[str, str] = {"answer_reads_plan": "false", "redirect_walked_past": "true",
-                                      "gate_named_relation": "true", "bridge_named_relation": "true"}
+#: Switch names of earlier releases -> today's (each rule is named for what it does, not for the model it was first
+#: needed for).
+RENAMED: dict[str, str] = {"gate_named_relation": "follow_named_relations",
+                           "bridge_named_relation": "back_to_named_relation",
+                           "redirect_walked_past": "answer_at_walk_end"}
+
+#: The on/off rules `ppoga compile` chooses for the student by measuring them on dev (`optimizers/switches.py`);
+#: with `--dev-limit 0` the defaults above apply, so they are the ones that serve every model.
+CHOSEN_ON_DEV: tuple[str, ...] = ("answer_reads_plan", "follow_named_relations", "back_to_named_relation",
+                                  "correct_named_mismatch", "answer_at_walk_end", "answer_from_knowledge")

@@ -39,6 +39,25 @@ READABLE_SCHEMAS = ("ppoga-dspy/artifact/1", SCHEMA)
 FUSED_PREDICTORS = ("planner.decompose_predict", "planner.think_evaluate", "executor.select_relation_pairs")
 
 
+class ArtifactKGMismatch(UserWarning):
+    """The artifact was compiled on another KG: its demos show that graph's relations and entities."""
+
+
+def kg_label(name: str) -> str:
+    """A KG's name without the folders and the cache digest of its path (`names@/root/.cache/.../kb.txt-8ce8...`
+    -> `names@kb.txt`), so one KG has one label on every machine."""
+    dialect, at, where = name.partition("@")
+    if not at:
+        return name
+    if "://" in where:  # an endpoint: its URL is its identity
+        return name
+    base = where.rstrip("/").rsplit("/", 1)[-1]
+    stem, dash, digest = base.rpartition("-")
+    if dash and len(digest) == 16 and all(c in "0123456789abcdef" for c in digest):
+        base = stem
+    return f"{dialect}@{base}"
+
+
 class ArtifactLMMismatch(UserWarning):
     """The artifact was compiled for another LM; prompts and thresholds may not transfer well."""
 
@@ -68,8 +87,8 @@ def _program_state(program) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 # Fields written under their own names, in this order (the program state is saved as "program").
-_SAVED_AS_IS = ("schema", "created", "lm", "dataset", "split", "optimizer", "scores", "tuning", "thresholds",
-               "stages", "versions")
+_SAVED_AS_IS = ("schema", "created", "lm", "kg", "dataset", "split", "optimizer", "scores", "tuning",
+               "thresholds", "stages", "versions")
 
 
 @dataclass
@@ -77,6 +96,7 @@ class Artifact:
     program_state: dict[str, Any]
     thresholds: dict[str, Any]
     lm: str = ""
+    kg: str | None = None  # the KG it was compiled on (`kg_label`); None: not recorded (artifacts before it)
     dataset: str | None = None
     split: str | None = None
     optimizer: str | None = None
@@ -119,9 +139,17 @@ class Artifact:
         self.path = path
         return path
 
-    def apply(self, program, *, lm_description: str | None = None) -> None:
+    def apply(self, program, *, lm_description: str | None = None, kg_name: str | None = None) -> None:
         """Restore prompts, demos, thresholds, the stage mode and the knn pool into `program` (through
-        `program.load_state`, as DSPy's own `load` does); all or nothing."""
+        `program.load_state`, as DSPy's own `load` does); all or nothing. Run on another KG than the one it was
+        compiled on, it says so once (its demos show that graph's names, which a small model copies)."""
+        if kg_name and self.kg and kg_label(kg_name) != self.kg:
+            warnings.warn(
+                f"this artifact was compiled on {self.kg}, not {kg_label(kg_name)}: its demos show that graph's "
+                f"relations; compile one for this KG with `ppoga compile --kg ... --dataset ...` (as {self.dataset})",
+                ArtifactKGMismatch,
+                stacklevel=2,
+            )
         if lm_description and self.lm and lm_description != self.lm:
             warnings.warn(
                 f"this artifact was compiled for {self.lm}, not {lm_description}; its prompts and thresholds are "
@@ -194,6 +222,7 @@ def load_artifact(path: str | Path) -> Artifact:
         program_state=data["program"],
         thresholds=data["thresholds"],
         lm=data.get("lm") or "",
+        kg=data.get("kg") if isinstance(data.get("kg"), str) else None,
         dataset=data.get("dataset"),
         split=data.get("split"),
         optimizer=data.get("optimizer"),

@@ -50,8 +50,8 @@ def teacher_program(program: Any, teacher_lm: Any | None) -> Any:
     bridging): its plans name each hop.
     """
     clone = program.deepcopy()
-    clone.thresholds = clone.thresholds.model_copy(update={"gate_margin": None, "gate_named_relation": False,
-                                                                "bridge_named_relation": False})
+    clone.thresholds = clone.thresholds.model_copy(update={"gate_margin": None, "follow_named_relations": False,
+                                                                "back_to_named_relation": False})
     if teacher_lm is not None:
         clone.role_lms = {"planner": teacher_lm, "executor": teacher_lm}
     return clone

@@ -106,12 +106,17 @@ def gold_path_handlers(golds: dict[str, dict[str, Any]]) -> dict[str, Handler]:
     def failed(inputs: dict[str, Any]) -> bool:
         return str(inputs.get("observation", "")).startswith(("Nothing was found", "No entity"))
 
+    def astray(inputs: dict[str, Any]) -> bool:
+        """A careful planner's reading of an observation that says the step followed none of the relations it
+        names: not done, whatever the facts (it never accepts a relation it did not ask for)."""
+        return "Mismatch: the step names" in str(inputs.get("observation", ""))
+
     def think(inputs: dict[str, Any]) -> dict[str, Any]:
-        met = not failed(inputs)
+        met = not failed(inputs) and not astray(inputs)
         return {"thought": texts.thought(inputs, met=met), "missing": texts.missing(inputs, met=met)}
 
     def evaluate(inputs: dict[str, Any]) -> dict[str, Any]:
-        decision = "correct_path" if failed(inputs) else "proceed"
+        decision = "correct_path" if failed(inputs) or astray(inputs) else "proceed"
         return {"decision": decision, "reason": texts.reason(inputs, decision)}
 
     def found(inputs: dict[str, Any], evidence: list[str]) -> list[str]:

@@ -14,16 +14,9 @@ import threading
 from collections import Counter
 from typing import Any
 
+from ppoga_dspy.scripted import fused_handlers as fused
 from ppoga_dspy.scripted import texts
 from ppoga_dspy.scripted.engine import Handler, ScriptedEngine, scripted_lm
-from ppoga_dspy.scripted.fused_handlers import (
-    decompose_predicting,
-    fact_lines,
-    next_pairs,
-    next_step,
-    pairs_by_entity,
-    predicted_next,
-)
 from ppoga_dspy.scripted.gold_path import FOLLOW, REVERSE, golds_from_examples, label_of, plan_steps, walk_directions
 
 _HOP = re.compile(r"\(hop (\d+)\)")
@@ -318,12 +311,12 @@ class NoisyPlanner:
         thought = self.think(inputs)
         judged = self.evaluate(inputs)
         decision = judged["decision"]
-        finishing = decision == "finish" or (decision == "proceed" and not next_step(inputs))
+        finishing = decision == "finish" or (decision == "proceed" and not fused.next_step(inputs))
         proceeding = decision == "proceed"
         return {"thought": thought["thought"], "missing": thought["missing"], **judged,
-                "next_prediction": predicted_next(self.predict, inputs) if proceeding else "",
-                "answers": self.found(inputs, fact_lines(inputs)) if finishing else [],
-                "next_relations": next_pairs(self.select_relations, inputs) if proceeding else []}
+                "next_prediction": fused.predicted_next(self.predict, inputs) if proceeding else "",
+                "answers": self.found(inputs, fused.fact_lines(inputs)) if finishing else [],
+                "next_relations": fused.next_pairs(self.select_relations, inputs) if proceeding else []}
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -335,9 +328,9 @@ class NoisyPlanner:
             "Answer": self.answer,
             "SelectRelations": self.select_relations,
             "SelectEntities": self.select_entities,
-            "DecomposePredict": decompose_predicting(self.decompose, self.predict, self.relation_choice),
+            "DecomposePredict": fused.decompose_predicting(self.decompose, self.predict, self.relation_choice),
             "ThinkEvaluate": self.think_evaluate,
-            "SelectRelationPairs": pairs_by_entity(self.select_relations),
+            "SelectRelationPairs": fused.pairs_by_entity(self.select_relations),
         }
 
 

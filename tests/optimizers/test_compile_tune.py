@@ -121,6 +121,31 @@ def test_artifact_round_trip_restores_prompts_demos_and_thresholds(demo_kg, demo
         load_artifact(path).apply(PPoGA(demo_kg), lm_description="openai/gpt-4o-mini")
 
 
+def test_an_artifact_run_on_another_kg_says_so_once(demo_kg, tmp_path, capsys):
+    """An artifact knows the KG it was compiled on: the same KG anywhere on disk is silent, another KG is one line
+    naming both and how to compile for it (the CLI prints our warnings as one line)."""
+    from ppoga_dspy.cli import main
+    from ppoga_dspy.optimizers.artifact import ArtifactKGMismatch, kg_label
+
+    path = Artifact.from_program(PPoGA(demo_kg), lm="oracle/gold-path", kg=kg_label(demo_kg.name),
+                                 dataset="demo").save(tmp_path / "a.json")
+    assert json.loads(path.read_text())["kg"] == "freebase@demo-kg.nt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_artifact(path).apply(PPoGA(demo_kg), kg_name="freebase@/elsewhere/demo-kg.nt")
+    with pytest.warns(ArtifactKGMismatch, match="compiled on freebase@demo-kg.nt, not names@kb.txt"):
+        load_artifact(path).apply(PPoGA(demo_kg), kg_name="names@/root/.cache/ppoga-dspy/kg/kb.txt-8ce82d135c05d933")
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Inception\tdirected_by\tChristopher_Nolan\n")
+    with pytest.warns(ArtifactKGMismatch) as caught:
+        main(["ask", "Who directed Inception?", "--kg", str(kb), "--topic", "Inception", "--lm", "none",
+              "--program", str(path), "--json"])
+    (warned,) = [w for w in caught if w.category is ArtifactKGMismatch]
+    shown = warnings.formatwarning(warned.message, warned.category, warned.filename, warned.lineno)
+    assert shown.startswith("ppoga ask: warning: this artifact was compiled on freebase@demo-kg.nt, not irn@kb.txt")
+    assert shown.count("\n") == 1
+
+
 def test_bad_artifacts_are_refused_and_leave_the_program_alone(demo_kg, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "something-else"}')

@@ -86,10 +86,10 @@ def test_the_teacher_asks_every_choice_a_gated_student_skips(demo_kg):
     from ppoga_dspy.method.thresholds import Thresholds
 
     train = load_dataset("demo", split="train")[:3]
-    program = PPoGA(demo_kg, thresholds=Thresholds(gate_named_relation=True, gate_margin=0.0,
-                                                   bridge_named_relation=True))
+    program = PPoGA(demo_kg, thresholds=Thresholds(follow_named_relations=True, gate_margin=0.0,
+                                                   back_to_named_relation=True))
     traces = collect_traces(program, train, teacher_lm=oracle_lm(train))
     assert any(s.predictor == "executor.select_relations" for t in traces for s in t.stages)
-    assert program.thresholds.gate_named_relation  # the student keeps its gates
-    assert program.thresholds.bridge_named_relation
-    assert not teacher_program(program, None).thresholds.bridge_named_relation  # the teacher follows its plan
+    assert program.thresholds.follow_named_relations  # the student keeps its gates
+    assert program.thresholds.back_to_named_relation
+    assert not teacher_program(program, None).thresholds.back_to_named_relation  # the teacher follows its plan

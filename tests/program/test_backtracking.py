@@ -31,7 +31,9 @@ def _handlers():
 
 def test_an_empty_step_resumes_from_the_earlier_steps_other_candidates(demo_kg):
     topics = {mid(demo_kg, "Christopher Nolan"): "Christopher Nolan"}
-    prediction, _ = run(demo_kg, _handlers(), question=QUESTION, topics=topics, entities_per_step=1)
+    # the way back to the named relation would refocus on London before the step acts: off, to see backtracking
+    prediction, _ = run(demo_kg, _handlers(), question=QUESTION, topics=topics, entities_per_step=1,
+                        back_to_named_relation=False)
     cycles = prediction.memory["step_cycles"]
     assert [e["label"] for e in cycles[0]["frontier"]] == ["1970-07-30"]
     assert cycles[1]["frontier"] == [], "nothing is reached from a date"
@@ -48,3 +50,13 @@ def test_without_earlier_candidates_the_retry_keeps_its_frontier(demo_kg):
     handlers = dict(_handlers(), SelectRelations=lambda i: {"relations": ["people.person.date_of_birth"]})
     prediction, _ = run(demo_kg, handlers, question=QUESTION, topics=topics, entities_per_step=1)
     assert stages(prediction, "backtrack") == [], "step 1 had no other candidate to resume from"
+
+
+def test_by_default_the_step_goes_back_to_the_candidate_with_its_relation_before_acting(demo_kg):
+    """The same walk with the defaults: the date has no containedby, London (step 1's other candidate) has it, so
+    step 2 starts from London and reaches nothing empty first (KG queries, no extra LM call)."""
+    topics = {mid(demo_kg, "Christopher Nolan"): "Christopher Nolan"}
+    prediction, _ = run(demo_kg, _handlers(), question=QUESTION, topics=topics, entities_per_step=1)
+    (note,) = stages(prediction, "named_relation.back")
+    assert [e["label"] for e in note["outputs"]["frontier"]] == ["London"]
+    assert not stages(prediction, "backtrack") and prediction.answers == ["United Kingdom"]

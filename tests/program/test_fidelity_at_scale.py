@@ -79,6 +79,7 @@ def run_ranked(kg, handlers, question, topics, ranker, **thresholds):
     from ppoga_dspy.method.thresholds import Thresholds
     from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
 
+    thresholds.setdefault("follow_named_relations", False)  # the Executor's own relation choice, as the paper asks
     engine = ScriptedEngine(handlers)
     program = PPoGA(kg, thresholds=Thresholds(**thresholds), ranker=ranker)
     with dspy.context(lm=scripted_lm(engine)):
@@ -109,8 +110,9 @@ def test_backtracking_resumes_from_the_best_ranked_candidate_not_the_first_id(tm
     kg, handlers, select_entities = _lived_with_a_wrong_first_pick(tmp_path)
 
     try:
+        # the way back to the named relation would take Zurich before the empty step: off, to see backtracking
         prediction, _ = run_ranked(kg, dict(handlers, SelectEntities=select_entities), LIVED, {"Pia": "Pia"},
-                                   _Mentions("Zurich"), entities_per_step=1)
+                                   _Mentions("Zurich"), entities_per_step=1, back_to_named_relation=False)
     finally:
         kg.close()
     notes = stages(prediction, "backtrack")
@@ -310,24 +312,24 @@ def test_answer_reads_the_facts_alone_when_the_plan_lines_are_switched_off(films
 
 @pytest.mark.parametrize("named", [["Xavier"], ["Film_one"], ["Film_two", "Xavier"]])
 def test_an_answer_naming_a_stop_on_the_way_is_redirected_to_where_the_walk_ended(films, named):
-    """`redirect_walked_past` (the embedded artifact's setting): the topic, or a film the walk moved on from, is no
+    """`answer_at_walk_end` (the embedded artifact's setting): the topic, or a film the walk moved on from, is no
     answer to "who starred with"; the last step's entities are. Off, the model's answer stands."""
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     stop = dict(handlers, Answer=lambda inputs: {"answers": named, "reasoning": "read from the facts"})
-    redirected, _ = run(films, stop, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
+    redirected, _ = run(films, stop, question=CO_ACTORS, topics={"Xavier": "Xavier"}, answer_at_walk_end=True)
     assert sorted(redirected.answers) == ["Bella", "Carl"]
-    (note,) = stages(redirected, "answer.walked_past")
+    (note,) = stages(redirected, "answer.walk_end")
     assert note["outputs"]["answers"] and set(note["outputs"]["answers"]) <= set(named)  # after grounding
-    kept, _ = run(films, stop, question=CO_ACTORS, topics={"Xavier": "Xavier"})
-    assert kept.answers and set(kept.answers) <= set(named) and not stages(kept, "answer.walked_past")
+    kept, _ = run(films, stop, question=CO_ACTORS, topics={"Xavier": "Xavier"}, answer_at_walk_end=False)
+    assert kept.answers and set(kept.answers) <= set(named) and not stages(kept, "answer.walk_end")
 
 
 def test_a_stop_named_beside_a_real_answer_is_dropped(films):
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     mixed = dict(handlers, Answer=lambda inputs: {"answers": ["Film_one", "Bella"], "reasoning": "read from the facts"})
-    prediction, _ = run(films, mixed, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
+    prediction, _ = run(films, mixed, question=CO_ACTORS, topics={"Xavier": "Xavier"}, answer_at_walk_end=True)
     assert prediction.answers == ["Bella"]
-    assert stages(prediction, "answer.walked_past")[0]["outputs"]["applied"] == ["Bella"]
+    assert stages(prediction, "answer.walk_end")[0]["outputs"]["applied"] == ["Bella"]
 
 
 def test_a_candidate_the_walk_passed_over_is_a_stop_too(films):
@@ -336,24 +338,24 @@ def test_a_candidate_the_walk_passed_over_is_a_stop_too(films):
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     passed = dict(handlers, Answer=lambda inputs: {"answers": ["Film_two"], "reasoning": "read from the facts"})
     prediction, _ = run(films, passed, question=CO_ACTORS, topics={"Xavier": "Xavier"}, entities_per_step=1,
-                        redirect_walked_past=True)
+                        answer_at_walk_end=True)
     assert prediction.answers and "Film_two" not in prediction.answers
-    assert stages(prediction, "answer.walked_past")
+    assert stages(prediction, "answer.walk_end")
 
 
 def test_an_answer_among_the_last_entities_is_never_redirected(films):
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     last = dict(handlers, Answer=lambda inputs: {"answers": ["Carl"], "reasoning": "read from the facts"})
-    prediction, _ = run(films, last, question=CO_ACTORS, topics={"Xavier": "Xavier"}, redirect_walked_past=True)
-    assert prediction.answers == ["Carl"] and not stages(prediction, "answer.walked_past")
+    prediction, _ = run(films, last, question=CO_ACTORS, topics={"Xavier": "Xavier"}, answer_at_walk_end=True)
+    assert prediction.answers == ["Carl"] and not stages(prediction, "answer.walk_end")
 
 
 def test_a_relation_the_step_names_is_followed_without_select_relations_when_gated(films):
-    """`gate_named_relation` (the embedded artifact's setting): the plan's "follow relation starred_actors ..." settles
+    """`follow_named_relations` (the embedded artifact's setting): the plan's "follow relation starred_actors ..." settles
     the choice; a SelectRelations that would stray is never asked. Off, the Executor's choice is the model's."""
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     astray = dict(handlers, SelectRelations=lambda inputs: {"relations": ["directed_by (reverse)"]})
-    gated, engine = run(films, astray, question=CO_ACTORS, topics={"Xavier": "Xavier"}, gate_named_relation=True)
+    gated, engine = run(films, astray, question=CO_ACTORS, topics={"Xavier": "Xavier"}, follow_named_relations=True)
     assert sorted(gated.answers) == ["Bella", "Carl"]
     assert engine.calls["SelectRelations"] == 0
     notes = stages(gated, "select_relations.gated")
@@ -464,3 +466,21 @@ def test_a_way_back_that_reaches_only_home_is_not_offered(tmp_path):
         assert not stages(siblings, "way_back.dead_end"), "a way back that reaches co-actors stays offered"
     finally:
         kg.close()
+
+
+def test_ask_json_carries_the_ungrounded_answers_as_eval_rows_do(tmp_path, capsys):
+    """`ppoga ask --json` says which answers name no graph entity, under the same key as an eval row."""
+    import json
+
+    from ppoga_dspy.cli import main
+    from ppoga_dspy.lm import serve_lm
+    from ppoga_dspy.scripted.engine import ScriptedEngine
+
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Inception\tdirected_by\tChristopher_Nolan\nInception\trelease_year\t2010\n")
+    engine = ScriptedEngine(_knows_london(gold_path_handlers(BORN_GOLD)))
+    with serve_lm(engine, model_name="knows-london") as server:
+        code = main(["ask", BORN, "--kg", str(kb), "--dialect", "irn", "--topic", "Inception", "--json",
+                     "--no-cache", "--lm", f"openai/knows-london@{server.url}", "--program", "none"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["answers"] == ["London"] and result["ungrounded"] == ["London"]

@@ -1,7 +1,7 @@
-"""`bridge_named_relation` (method/bridging.py): a step that names a relation its frontier does not have.
+"""`back_to_named_relation` (method/named_relations.py): a step that names a relation its frontier does not have.
 
 Each test builds the small graph where the cut shows, on a real embedded store with the gold-path planner's
-handlers, and runs the question with the switch off (the walk ends short or astray) and on.
+handlers, and runs the question with the rules off (the walk ends short or astray) and on (the default).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from tests.program.test_fidelity_at_scale import irn_kg
 from tests.program.test_program import run, stages
 
 RELEASED = "When were the films written by the writer of Film_A released?"
+#: The plan followed as written: no way back to the named relation, no mismatch read (both on by default).
+OFF = {"back_to_named_relation": False, "correct_named_mismatch": False}
 
 
 @pytest.fixture
@@ -51,12 +53,12 @@ def test_a_step_whose_named_relation_starts_one_hop_further_is_done_again_from_t
     """The plan names written_by then release_year; the writer has no release_year, so the second step can only
     reach the writer's films. Bridging: those films have release_year, the step is done again from them."""
     handlers = skipping(["written_by", "release_year"])
-    short, _ = run(writers, handlers, question=RELEASED, topics={"Film_A": "Film_A"})
-    assert short.answers != ["1999"] and not stages(short, "bridge.carried")
+    short, _ = run(writers, handlers, question=RELEASED, topics={"Film_A": "Film_A"}, **OFF)
+    assert short.answers != ["1999"] and not stages(short, "named_relation.again")
     bridged, engine = run(writers, handlers, question=RELEASED, topics={"Film_A": "Film_A"},
-                          bridge_named_relation=True)
+                          back_to_named_relation=True)
     assert bridged.answers == ["1999"]
-    (note,) = stages(bridged, "bridge.carried")
+    (note,) = stages(bridged, "named_relation.again")
     assert note["outputs"]["named"] == ["release_year"] and note["outputs"]["step"] == 1
     plan = [s["objective"] for s in bridged.memory["strategic"]["plan"]]
     assert plan == ["follow relation written_by", "follow relation release_year", "follow relation release_year"]
@@ -67,8 +69,8 @@ def test_a_named_relation_nothing_reached_has_is_not_a_bridge(writers):
     """A relation that the step's entities do not have either (a plan naming what the graph lacks) is no bridge:
     the plan is followed as written, and no step is added."""
     bridged, _ = run(writers, skipping(["written_by", "award_won"]), question=RELEASED,
-                     topics={"Film_A": "Film_A"}, bridge_named_relation=True)
-    assert not stages(bridged, "bridge.carried")
+                     topics={"Film_A": "Film_A"}, back_to_named_relation=True)
+    assert not stages(bridged, "named_relation.again")
     assert len(bridged.memory["strategic"]["plan"]) == 2
 
 
@@ -78,8 +80,8 @@ def test_a_relation_followed_the_other_way_is_the_one_the_step_named(writers):
     question = "Which films did Wendy write?"
     handlers = gold_path_handlers({question: {"relations": ["written_by"], "entities": ["Film_A", "Film_B"],
                                               "answers": ["Film_A", "Film_B"]}})
-    prediction, _ = run(writers, handlers, question=question, topics={"Wendy": "Wendy"}, bridge_named_relation=True)
-    assert sorted(prediction.answers) == ["Film_A", "Film_B"] and not stages(prediction, "bridge.carried")
+    prediction, _ = run(writers, handlers, question=question, topics={"Wendy": "Wendy"}, back_to_named_relation=True)
+    assert sorted(prediction.answers) == ["Film_A", "Film_B"] and not stages(prediction, "named_relation.again")
 
 
 def test_a_step_that_chose_another_relation_than_the_one_at_hand_is_no_bridge(graph):
@@ -90,15 +92,15 @@ def test_a_step_that_chose_another_relation_than_the_one_at_hand_is_no_bridge(gr
     handlers = gold_path_handlers({question: {"relations": ["release_year"], "entities": ["2001"],
                                               "answers": ["2001"]}})
     astray = dict(handlers, SelectRelations=lambda inputs: {"relations": ["sequel"]})
-    prediction, _ = run(kg, astray, question=question, topics={"Film_A": "Film_A"}, bridge_named_relation=True)
-    assert not stages(prediction, "bridge.carried")
+    prediction, _ = run(kg, astray, question=question, topics={"Film_A": "Film_A"}, back_to_named_relation=True)
+    assert not stages(prediction, "named_relation.again")
     assert len(prediction.memory["strategic"]["plan"]) == 1
 
 
 def test_a_plan_at_max_depth_gets_no_step_added(writers):
     capped, _ = run(writers, skipping(["written_by", "release_year"]), question=RELEASED,
-                    topics={"Film_A": "Film_A"}, bridge_named_relation=True, max_depth=2)
-    assert not stages(capped, "bridge.carried") and len(capped.memory["strategic"]["plan"]) == 2
+                    topics={"Film_A": "Film_A"}, back_to_named_relation=True, max_depth=2)
+    assert not stages(capped, "named_relation.again") and len(capped.memory["strategic"]["plan"]) == 2
 
 
 LANGUAGES = "What languages are the films directed by Dora in?"
@@ -116,12 +118,12 @@ def test_a_frontier_without_the_named_relation_gives_way_to_candidates_that_have
     the frontier (PoG's backtracking, told what to look for). Off, the step follows what Film_one offers."""
     handlers = gold_path_handlers({LANGUAGES: {"relations": ["directed", "in_language"],
                                                "entities": ["Film_one", "French"], "answers": ["French"]}})
-    astray, _ = run(films_of_dora, handlers, question=LANGUAGES, topics={"Dora": "Dora"}, entities_per_step=1)
-    assert astray.answers != ["French"] and not stages(astray, "bridge.frontier")
+    astray, _ = run(films_of_dora, handlers, question=LANGUAGES, topics={"Dora": "Dora"}, entities_per_step=1, **OFF)
+    assert astray.answers != ["French"] and not stages(astray, "named_relation.back")
     bridged, _ = run(films_of_dora, handlers, question=LANGUAGES, topics={"Dora": "Dora"}, entities_per_step=1,
-                     bridge_named_relation=True)
+                     back_to_named_relation=True)
     assert bridged.answers == ["French"]
-    (note,) = stages(bridged, "bridge.frontier")
+    (note,) = stages(bridged, "named_relation.back")
     assert note["outputs"]["left"] == ["Film_one"] and [e["id"] for e in note["outputs"]["frontier"]] == [
         "Film_three"]
     assert bridged.memory["strategic"]["plan"][0]["outcome"] == "found Film_three"
@@ -154,7 +156,95 @@ def test_a_name_a_letter_off_gates_only_when_no_menu_relation_is_named_exactly(g
     question = "When was Film_A released?"
     handlers = gold_path_handlers({question: {"relations": ["release_year"], "entities": ["2001"],
                                               "answers": ["2001"]}})
-    prediction, engine = run(kg, handlers, question=question, topics={"Film_A": "Film_A"}, gate_named_relation=True)
+    prediction, engine = run(kg, handlers, question=question, topics={"Film_A": "Film_A"}, follow_named_relations=True)
     (gated,) = stages(prediction, "select_relations.gated")
     assert gated["outputs"]["chosen"] == ["release_year"] and prediction.answers == ["2001"]
     assert engine.calls.get("SelectRelations", 0) == 0
+
+
+# -- names matched as whole names, of any shape (point 6 of the fidelity issue) --------------------------------
+
+
+@pytest.mark.parametrize(("key", "text", "named"), [
+    ("P17", "follow relation P1705", False),  # a Wikidata id inside a longer one
+    ("P1705", "follow relation P1705", True),
+    ("P17", "follow relation P17 to the country", True),  # names without `_` or `.` are read
+    ("spouse", "follow relation people.person.spouse_s", False),  # a word inside a dotted name
+    ("spouse", "follow relation spouse", True),
+    ("birthPlace", "follow birthPlace, then country", True),  # camelCase
+    ("directed_by", "follow relation film.film.directed_by", False),  # another graph's longer name
+    ("people.person.spouse_s", "follow relation people.person.spouse_s.", True),  # a full stop ends a name
+])
+def test_a_relation_is_named_only_as_a_whole_name(key, text, named):
+    assert names_relation(key, text) is named
+
+
+@pytest.fixture
+def wikidata_kg(tmp_path):
+    """A Wikidata-dialect store: a city with P17 (country) and P1705 (native label), a person with P26 (spouse)."""
+    from ppoga_dspy.kg import open_kg
+
+    path = tmp_path / "wd.ttl"
+    path.write_text(
+        "@prefix wd: <http://www.wikidata.org/entity/> .\n"
+        "@prefix wdt: <http://www.wikidata.org/prop/direct/> .\n"
+        "@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        'wd:Q84 rdfs:label "London"@en ; wdt:P17 wd:Q145 ; wdt:P1705 wd:Q1001 .\n'
+        'wd:Q145 rdfs:label "United Kingdom"@en .\n'
+        'wd:Q1001 rdfs:label "Londinium"@en .\n', encoding="utf-8")
+    kg = open_kg(path)
+    yield kg
+    kg.close()
+
+
+def test_on_wikidata_a_step_naming_p1705_gates_to_p1705_alone(wikidata_kg):
+    """"follow relation P1705" names P1705, not P17 (a prefix of it): the gate takes one relation, and the walk
+    reaches the native label, not the country."""
+    assert wikidata_kg.dialect.name == "wikidata"
+    question = "What is the native label of London?"
+    handlers = gold_path_handlers({question: {"relations": ["P1705"], "entities": ["Londinium"],
+                                              "answers": ["Londinium"]}})
+    prediction, engine = run(wikidata_kg, handlers, question=question, topics={"Q84": "London"},
+                             follow_named_relations=True)
+    (gated,) = stages(prediction, "select_relations.gated")
+    assert gated["outputs"]["chosen"] == ["P1705"] and engine.calls.get("SelectRelations", 0) == 0
+    assert prediction.answers == ["Londinium"]
+
+
+def test_a_one_word_relation_is_not_named_by_a_dotted_name_that_contains_it(graph):
+    """On the demo-like graph with both `spouse` and `people.person.spouse_s`, a step naming the dotted one gates to
+    it alone."""
+    kg = graph(["Nolan people.person.spouse_s Emma", "Nolan spouse Someone_else"])
+    question = "Who is Nolan's spouse?"
+    handlers = gold_path_handlers({question: {"relations": ["people.person.spouse_s"], "entities": ["Emma"],
+                                              "answers": ["Emma"]}})
+    prediction, _ = run(kg, handlers, question=question, topics={"Nolan": "Nolan"}, follow_named_relations=True)
+    (gated,) = stages(prediction, "select_relations.gated")
+    assert gated["outputs"]["chosen"] == ["people.person.spouse_s"] and prediction.answers == ["Emma"]
+
+
+def test_a_retrys_appended_think_text_does_not_gate_choices(graph):
+    """After a path correction the Executor reads the objective with Think's "still missing" appended; a relation
+    named there (written_by) is Think's word, not the Planner's step: the gate takes the step's own relation."""
+    kg = graph(["Film_A has_genre Drama", "Film_A written_by Wendy"])
+    question = "What genre is Film_A?"
+    handlers = gold_path_handlers({question: {"relations": ["has_genre"], "entities": ["Drama"],
+                                              "answers": ["Drama"]}})
+    first = {"think": True, "evaluate": True}
+
+    def think(inputs):
+        if first.pop("think", False):
+            return {"thought": "not sure", "missing": "the written_by entity of Film_A"}
+        return handlers["Think"](inputs)
+
+    def evaluate(inputs):
+        if first.pop("evaluate", False):
+            return {"decision": "correct_path", "reason": "try again"}
+        return handlers["Evaluate"](inputs)
+
+    prediction, _ = run(kg, dict(handlers, Think=think, Evaluate=evaluate), question=question,
+                        topics={"Film_A": "Film_A"}, follow_named_relations=True)
+    named = [g["outputs"]["chosen"] for g in stages(prediction, "select_relations.gated")
+             if g["outputs"]["reason"] == "named by the step"]
+    assert named and all(chosen == ["has_genre"] for chosen in named)  # never Think's written_by
+    assert prediction.answers == ["Drama"]

@@ -19,6 +19,7 @@ TWO_FILMS = "Who directed Inception and Batman Begins?"
 
 
 def ask(kg, handlers, *, mode: str, question=QUESTION, topics=None, **thresholds):
+    thresholds.setdefault("follow_named_relations", False)  # the Executor's own relation choice, as the paper asks
     engine = ScriptedEngine(handlers)
     program = PPoGA(kg, thresholds=Thresholds(**thresholds), stages=mode)
     topics = topics or {mid(kg, "Inception"): "Inception"}

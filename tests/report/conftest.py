@@ -20,7 +20,9 @@ def demo_runs(tmp_path_factory) -> dict[str, Path]:
     """{"gold": the oracle's run, "noisy": oracle/noisy:0.3 with prompts kept, "part": the gold run's first 20}."""
     folder = tmp_path_factory.mktemp("runs")
     gold = _eval(folder / "gold.jsonl", "oracle/gold-path")
-    noisy = _eval(folder / "noisy.jsonl", "oracle/noisy:0.3", "--keep-prompts")
+    # the noisy planner's relation mistakes are made at the Executor's choice: asked, as the paper does (the gate
+    # that follows a step's named relation would settle them)
+    noisy = _eval(folder / "noisy.jsonl", "oracle/noisy:0.3", "--keep-prompts", "--set", "follow_named_relations=false")
     part = folder / "part.jsonl"
     part.write_text("".join(gold.read_text(encoding="utf-8").splitlines(keepends=True)[:20]), encoding="utf-8")
     return {"gold": gold, "noisy": noisy, "part": part}
