@@ -8,6 +8,7 @@ takes a second or two. A killed worker is killed with SIGKILL: no cleanup of its
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess

@@ -351,8 +351,8 @@ def test_an_answer_among_the_last_entities_is_never_redirected(films):
 
 
 def test_a_relation_the_step_names_is_followed_without_select_relations_when_gated(films):
-    """`follow_named_relations` (the embedded artifact's setting): the plan's "follow relation starred_actors ..." settles
-    the choice; a SelectRelations that would stray is never asked. Off, the Executor's choice is the model's."""
+    """`follow_named_relations` (on by default): the plan's "follow relation starred_actors ..." settles the choice;
+    a SelectRelations that would stray is never asked. Off, the Executor's choice is the model's."""
     handlers = gold_path_handlers(CO_ACTORS_GOLD)
     astray = dict(handlers, SelectRelations=lambda inputs: {"relations": ["directed_by (reverse)"]})
     gated, engine = run(films, astray, question=CO_ACTORS, topics={"Xavier": "Xavier"}, follow_named_relations=True)
