@@ -226,7 +226,7 @@ def test_a_one_word_relation_is_not_named_by_a_dotted_name_that_contains_it(grap
 def test_a_retrys_appended_think_text_does_not_gate_choices(graph):
     """After a path correction the Executor reads the objective with Think's "still missing" appended; a relation
     named there (written_by) is Think's word, not the Planner's step: the gate takes the step's own relation."""
-    kg = graph(["Film_A has_genre Drama", "Film_A written_by Wendy"])
+    kg = graph(["Film_A has_genre Drama", "Film_A written_by Wendy", "Film_A release_year 2001"])
     question = "What genre is Film_A?"
     handlers = gold_path_handlers({question: {"relations": ["has_genre"], "entities": ["Drama"],
                                               "answers": ["Drama"]}})
