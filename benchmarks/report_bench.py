@@ -8,7 +8,7 @@ read, summarize, compare (10,000 bootstrap resamples), write; wall and CPU secon
 machine the CPU seconds are the figure that does not depend on the neighbours). Bytes per row are measured on
 the real rows, as `eval` writes them (compact) and with `--keep-prompts`.
 
-Each report runs in its own process (`python -m ppoga_dspy report`), so its peak memory (max RSS) is its own;
+Each report runs in its own process (`ppoga_dspy.cli.main`), so its peak memory (VmHWM) is its own;
 `ppoga report` without `--html` is timed too, and the run file's size is printed (issue 41's scale: 50,000 rows).
 
     python benchmarks/report_bench.py                       # 1,000 questions per run, the demo's rows
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -54,18 +53,36 @@ def _repeat(rows: list[dict], n: int, out: Path) -> Path:
     return out
 
 
+#: The report in a process of its own, which writes its peak memory last: VmHWM, the high-water mark of its own
+#: memory. (Its rusage max RSS would not do: Linux carries the parent's RSS at fork over the exec, so every report
+#: would show this benchmark's own size after `ppoga eval`.)
+_CHILD = ("import sys\nfrom ppoga_dspy.cli import main\ncode = main(sys.argv[1:])\n"
+          "peak = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+          "sys.stderr.write('\\nreport_bench peak KiB ' + peak.split()[1] + '\\n')\nsys.exit(code)\n")
+
+
 def _timed_report(argv: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds and peak memory (MB, max RSS) of `ppoga report ARGV` in a process of its own."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "ppoga_dspy", "report", *argv], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, check=False)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"report_bench: ppoga report exited {done.returncode}: {done.stderr.strip()[-500:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return wall, cpu, after.ru_maxrss / 1024  # ru_maxrss: KiB on Linux; the largest child so far
+    """Wall seconds, CPU seconds and peak memory (MB, the process's VmHWM) of `ppoga report ARGV` in a process
+    of its own."""
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-c", _CHILD, "report", *argv], stdout=subprocess.DEVNULL,
+                                   stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        errors.seek(0)
+        text = errors.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"report_bench: ppoga report exited {code}: {text.strip()[-500:]}")
+    peak = int(text.rsplit("report_bench peak KiB ", 1)[1].split()[0])
+    return wall, usage.ru_utime + usage.ru_stime, peak / 1024
+
+
+def _folder_size(folder: Path) -> tuple[int, int]:
+    """(files, bytes) of the report's parts folder (each question's reasoning, loaded by the page on demand)."""
+    files = list(folder.iterdir()) if folder.is_dir() else []
+    return len(files), sum(f.stat().st_size for f in files)
 
 
 def _compact_bytes(rows: list[dict]) -> float:
@@ -99,19 +116,21 @@ def main() -> int:
         for html in (False, True):
             extra = ["--html", str(report)] if html else []
             seconds, cpu, peak = _timed_report([*map(str, files), *extra])
-            timings[(label, html)] = (seconds, cpu, peak, report.stat().st_size if html else None)
+            timings[(label, html)] = (seconds, cpu, peak, report.stat().st_size if html else None,
+                                      _folder_size(report.with_name(report.name + ".parts")) if html else None)
     print(f"\nreport_bench: real rows from {args.dataset}: {len(gold)} questions; repeated to {args.n} per run",
           file=sys.stderr)
     print(f"bytes per row: {gold_bytes:,.0f} (oracle/gold-path, as eval writes it); noisy:0.2 "
           f"{_compact_bytes(noisy):,.0f} compact, {prompts_bytes:,.0f} with --keep-prompts")
     print(f"run file of {args.n} rows: {a.stat().st_size / 1e6:.0f} MB (gold-path)"
           + (f", {b.stat().st_size / 1e6:.0f} MB (noisy:0.2, --keep-prompts)" if b else ""))
-    for (label, html), (seconds, cpu, peak, size) in timings.items():
+    for (label, html), (seconds, cpu, peak, size, parts) in timings.items():
         what = "ppoga report --html" if html else "ppoga report"
-        page = f", HTML {size / 1e6:.2f} MB" if size is not None else ""
+        page = f", HTML {size / 1e6:.2f} MB (+ {parts[1] / 1e6:.1f} MB of detail in {parts[0]} part files)" \
+            if size is not None else ""
         print(f"{what}, {args.n} questions, {label}: {seconds:.2f} s wall ({cpu:.2f} s CPU), peak memory "
               f"{peak:,.0f} MB{page}")
-    print("peak memory: max RSS of the report processes run so far (each line: its process or an earlier one)")
+    print("peak memory: each report process's own high-water mark (VmHWM)")
     print(f"load average while timing: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"files in {folder}")
     return 0

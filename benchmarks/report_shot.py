@@ -52,7 +52,7 @@ def main() -> int:
             page.goto(report.as_uri() + (f"#q={quote(args.question, safe='')}" if args.question else ""))
             page.wait_for("document.body.dataset.ready")
             if args.question:
-                page.wait_for("!document.getElementById('viewer').hidden")
+                page.wait_for("document.querySelectorAll('#viewer .run-view').length")  # its part file loaded
                 page.wait_for("document.querySelectorAll('#viewer .graph .main-svg').length "
                               "|| !document.querySelector('#viewer .graph')")
             errors = page.errors()

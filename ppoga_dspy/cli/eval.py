@@ -41,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--merge", action="store_true",
                         help="summarize the files as one run (automatic when they are the shards of one run)")
     report.add_argument("--html", type=Path, metavar="FILE", default=None,
-                        help="also write one self-contained HTML report (plots, every question's reasoning, the "
-                             "runs compared); it opens offline")
+                        help="also write an HTML report (plots, the runs compared, every question) that opens "
+                             "offline; each question's reasoning goes to FILE.parts/ beside it, loaded on demand")
     report.add_argument("--resamples", type=common.at_least(100), default=10_000, metavar="N",
                         help="bootstrap resamples for the intervals of a comparison (default 10000, seed 0)")
     report.set_defaults(handler=_report)
@@ -106,13 +106,14 @@ def _report(args: argparse.Namespace) -> int:
     from ppoga_dspy.evaluation.evaluate import EvaluationError, summarize
     from ppoga_dspy.evaluation.pog_runs import read_scored_run
     from ppoga_dspy.evaluation.shards import are_shards_of_one_run, merge_runs
+    from ppoga_dspy.report.data import trace_counts
 
     runs: dict = {}
     run_notes: dict = {}
     for path in args.runs:
         if not path.exists():
             raise EvaluationError(f"no run file at {path}; `ppoga eval ... --out {path}` writes one")
-        rows, notes = read_scored_run(path, dataset=args.dataset)
+        rows, notes = read_scored_run(path, dataset=args.dataset, derive=(trace_counts,))  # digests, not rows
         if notes.get("damaged_rows"):  # skipped, counted, the first named: never a traceback
             if not rows:
                 raise EvaluationError(f"{notes['first_damaged']}; no row of {path} can be reported (fix or remove "
@@ -153,10 +154,13 @@ def _report(args: argparse.Namespace) -> int:
         for table in comparison_tables(comparison):
             console.print(table)
     if args.html:
-        from ppoga_dspy.report.html import write_report
+        from ppoga_dspy.report.html import parts_folder, write_report
 
         written = write_report(args.html, runs, summaries=summaries, comparison=comparison)
-        print(f"ppoga report: wrote {args.html} ({written / 1e6:.1f} MB)", file=sys.stderr)
+        parts = list(parts_folder(args.html).iterdir())
+        print(f"ppoga report: wrote {args.html} ({written / 1e6:.1f} MB) and each question's reasoning in "
+              f"{parts_folder(args.html)} ({len(parts)} files, {sum(p.stat().st_size for p in parts) / 1e6:.1f} MB; "
+              "keep it beside the page)", file=sys.stderr)
     return 0
 
 

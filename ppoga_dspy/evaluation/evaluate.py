@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ppoga_dspy.evaluation.digests import CHOICE_STAGES, choice_counts  # noqa: F401 (where summaries read them)
 from ppoga_dspy.evaluation.metrics import breakdown, hit_rog
 from ppoga_dspy.evaluation.runs import (
     EvaluationError,
@@ -272,29 +273,6 @@ def _mean(values: list[float]) -> float:
 
 def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
-
-
-#: The Executor's choice stages, and the note it writes when a choice named no candidate (method/executor.py).
-CHOICE_STAGES = ("select_relations", "select_entities")
-
-
-def choice_counts(row: dict[str, Any]) -> dict[str, int]:
-    """One question's choices from its trace: choice calls made, names that were no candidate, fallbacks taken.
-
-    `non_candidate` counts the names a model chose that matched no offered candidate (`invalid` of the
-    Executor's `*.fallback` notes); `fallbacks` counts the choices the Executor replaced by the
-    best-ranked candidate (a non-candidate name, an unparseable reply, or none chosen). With the
-    embedded engine's decode-time constraints on, `non_candidate` is 0 by construction.
-    """
-    counts = {"calls": 0, "non_candidate": 0, "fallbacks": 0}
-    for event in row.get("trace") or []:
-        stage = str(event.get("stage", "")) if isinstance(event, dict) else ""
-        if stage in CHOICE_STAGES and not str(event.get("error") or "").startswith("no model"):
-            counts["calls"] += 1
-        elif stage.endswith(".fallback") and stage.split(".", 1)[0] in CHOICE_STAGES:
-            counts["fallbacks"] += 1
-            counts["non_candidate"] += len((event.get("outputs") or {}).get("invalid") or [])
-    return counts
 
 
 def grounding_split(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ppoga_dspy.errors import DataError
 from ppoga_dspy.text import TEXT_ENCODING
 from ppoga_dspy.text import lines as text_lines
+
+if TYPE_CHECKING:
+    from ppoga_dspy.evaluation.digests import Derive
 
 _BRACED = re.compile(r"\{([^{}]*)\}")
 
@@ -123,10 +127,14 @@ def score_pog_rows(rows: list[dict[str, Any]], examples: list) -> tuple[list[dic
     return scored, unmatched
 
 
-def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def read_scored_run(path: Path, *, dataset: str | None = None,
+                    derive: Iterable[Derive] = ()) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows of a run file, ours or PoG's, with metrics; and notes for the summary (format, unmatched lines).
 
-    Our run files carry their metrics. A PoG file needs `dataset` (a loader spec) for its gold answers.
+    Our run files carry their metrics, and are read as digests (`digests.py`: the aggregates of each row, the
+    reasoning left in the file; `derive` adds the caller's trace-derived counts), so a run of any size is
+    summarized in bounded memory. A PoG file needs `dataset` (a loader spec) for its gold answers; its scored
+    rows are small and held whole.
     """
     from ppoga_dspy.evaluation.runs import check_run_file, numbered_rows, read_rows
 
@@ -149,9 +157,10 @@ def read_scored_run(path: Path, *, dataset: str | None = None) -> tuple[list[dic
 
         scored, unmatched = score_pog_rows(rows, load_dataset(dataset))
         return scored, {"format": "pog", "lines": len(rows), "unmatched": unmatched}
-    from ppoga_dspy.evaluation.runs import read_run_checked
+    from ppoga_dspy.evaluation.digests import read_run_digests
 
-    sound, damaged = read_run_checked(path)  # a row damaged in one field is skipped and counted, never a traceback
+    # a row damaged in one field is skipped and counted, never a traceback
+    sound, damaged = read_run_digests(path, derive=derive)
     notes: dict[str, Any] = {"format": "ppoga"}
     if damaged:
         notes.update(damaged_rows=len(damaged), first_damaged=damaged[0])

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ppoga_dspy.errors import ConfigError, DataError
 
@@ -103,26 +103,57 @@ def read_rows(path: Path, *, require_id: bool = True) -> list[dict[str, Any]]:
 
 def numbered_rows(path: Path, *, require_id: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) for every row of a run file, read one line at a time (a file of any size streams)."""
+    for number, _, row in located_rows(path, require_id=require_id):
+        yield number, row
+
+
+def located_rows(path: Path, *, require_id: bool = True) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(line number, byte offset of the line, row) for every row, streamed: the offset lets a reader that kept
+    only a row's aggregates read the whole row again later (`row_at`) instead of holding it."""
     path = Path(path)
     if not check_run_file(path):
         return
     with path.open("rb") as handle:
+        offset = 0
         for number, raw in enumerate(handle, 1):
+            start, offset = offset, offset + len(raw)
             if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a BOM an editor added is not part of the row
                 raw = raw[3:]
             row = _row(path, number, raw, last=not raw.endswith(b"\n"), require_id=require_id)
             if row is not None:
-                yield number, row
+                yield number, start, row
+
+
+def row_at(handle: BinaryIO, path: Path, number: int, offset: int) -> dict[str, Any]:
+    """The row of line `number`, read again at its byte `offset` through an open `handle` of `path`.
+
+    The file may have changed since it was first read (a run resumed meanwhile): a line that is no longer a row
+    there is an EvaluationError naming `PATH:LINE`, never a wrong row read silently."""
+    handle.seek(offset)
+    raw = handle.readline()
+    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    row = _row(path, number, raw, last=False)
+    if row is None:
+        raise EvaluationError(f"{path}:{number} is no longer a row (the file changed while the report was written); "
+                              "run the report again")
+    return row
 
 
 def checked_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], str | None]]:
     """(line number, row, damage) per row: `damage` is None for a sound row, else one line naming `PATH:LINE`
     and the field a reader could not use (`row_check.damage`)."""
+    for number, _, row, problem in located_checked_rows(path):
+        yield number, row, problem
+
+
+def located_checked_rows(path: Path) -> Iterator[tuple[int, int, dict[str, Any], str | None]]:
+    """`checked_rows` with each line's byte offset (see `located_rows`)."""
     from ppoga_dspy.evaluation.row_check import damage, describe
 
-    for number, row in numbered_rows(path):
+    for number, offset, row in located_rows(path):
         found = damage(row)
-        yield number, row, describe(path, number, found) if found else None
+        yield number, offset, row, describe(path, number, found) if found else None
 
 
 def read_run_checked(path: Path) -> tuple[list[dict[str, Any]], list[str]]:

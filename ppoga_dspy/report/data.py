@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ppoga_dspy.evaluation.digests import digest_of
 from ppoga_dspy.evaluation.metrics import breakdown
 from ppoga_dspy.report.reasoning import corrections, is_routine_override, timeline
 from ppoga_dspy.report.stats import wilson_interval
@@ -160,8 +161,23 @@ def question_view(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def trace_counts(row: dict[str, Any]) -> dict[str, Any]:
+    """What the report reads off a whole row's trace, for its digest (`evaluation/digests.py`): the correction
+    counts and the calls made from the first correction on, so the trace need not be kept."""
+    return {"corrections": corrections(row), "calls_after": calls_after_first_correction(row)}
+
+
+def correction_counts(row: dict[str, Any]) -> dict[str, int]:
+    """`reasoning.corrections` of a whole row or of a digest (counted when it was read)."""
+    found = digest_of(row)
+    return dict(found.derived["corrections"]) if found and "corrections" in found.derived else corrections(row)
+
+
 def calls_after_first_correction(row: dict[str, Any]) -> int:
     """LM calls made from a question's first correction (path or plan) on: what correcting cost it."""
+    found = digest_of(row)
+    if found and "calls_after" in found.derived:
+        return int(found.derived["calls_after"])
     started, calls = False, 0
     for event in row.get("trace") or []:
         stage = event.get("stage")
@@ -183,7 +199,7 @@ def correction_effects(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kinds: dict[str, list[dict[str, Any]]] = {"no correction": [], "path correction only": [], "replan": [],
                                               "rule override": []}
     for row in rows:
-        counts = corrections(row)
+        counts = correction_counts(row)
         if counts["plan_correction"]:
             kinds["replan"].append(row)
         elif counts["path_correction"]:

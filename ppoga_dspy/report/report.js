@@ -1,7 +1,9 @@
-// The HTML report's script (ppoga_dspy/report/html.py inlines it): draws the Plotly figures,
-// filters the question table, and opens a question's reasoning view (plan, step cycles, corrections,
-// answer, the evidence chains drawn with Plotly) from the page's JSON data. Every text from a run file
-// is set with textContent, never parsed as HTML, so a question or a model reply cannot inject markup.
+// The HTML report's script (ppoga_dspy/report/html.py inlines it): draws the Plotly figures, draws and
+// filters the question table from the page's JSON index (a page of rows at a time), and opens a question's
+// reasoning view (plan, step cycles, corrections, answer, the evidence chains drawn with Plotly) from its part
+// file, FILE.parts/part-NNNN.js, loaded on demand with a <script> element (works from file://, no server).
+// Every text from a run file is set with textContent, never parsed as HTML, so a question or a model reply
+// cannot inject markup.
 (function () {
   const DATA = JSON.parse(document.getElementById('report-data').textContent);
   const config = {displaylogo: false, responsive: true};
@@ -16,33 +18,103 @@
     if (div) Plotly.newPlot(div, figure.data, figure.layout, config);
   }
 
-  // -- the question table's filters -------------------------------------------------------------
-  const rows = Array.from(document.querySelectorAll('#questions tbody tr'));
+  // -- the question table: rows drawn from DATA.questions, a page at a time; filters over every question --
+  const QUESTIONS = DATA.questions;  // [{id, q: text, h: hops, t: type, r: per run [right, corrected, answer, calls, s] | null}]
+  const PAGE_ROWS = 1000;
+  const tbody = document.querySelector('#questions tbody');
+  const more = document.getElementById('questions-more');
   const controls = Array.from(document.querySelectorAll('.filters [data-filter]'));
   const shown = document.getElementById('shown-count');
-  function applyFilters() {
-    const wanted = {};
-    for (const c of controls) wanted[c.dataset.filter] = c.value.trim().toLowerCase();
-    let count = 0;
-    for (const row of rows) {
-      let ok = true;
-      for (const [key, value] of Object.entries(wanted)) {
-        if (!value) continue;
-        if (key === 'text') { ok = row.textContent.toLowerCase().includes(value); }
-        else { ok = (row.dataset[key] || '').toLowerCase() === value; }
-        if (!ok) break;
+  let matching = QUESTIONS.map((_, i) => i);
+  let drawn = 0;
+  function cell(tr, cls, text) { tr.appendChild(el('td', cls, text)); }
+  function tableRow(q) {
+    const tr = el('tr');
+    Object.assign(tr.dataset, {id: q.id, hops: q.h, type: q.t});
+    cell(tr, '', q.id); cell(tr, '', q.q); cell(tr, '', q.h); cell(tr, '', q.t);
+    q.r.forEach((run, i) => {
+      if (!run) {
+        tr.dataset['r' + i] = 'absent';
+        cell(tr, 'small', 'not run'); cell(tr, ''); cell(tr, ''); cell(tr, '');
+        return;
       }
-      row.hidden = !ok;
-      if (ok) count += 1;
+      const [right, corrected, answer, calls, seconds] = run;
+      tr.dataset['r' + i] = right ? 'right' : 'wrong';
+      tr.dataset['c' + i] = corrected ? 'yes' : 'no';
+      cell(tr, right ? 'right' : 'wrong', (right ? '✓' : '✗') + (corrected ? ' ↻' : ''));
+      cell(tr, '', answer); cell(tr, 'num', calls); cell(tr, 'num', Number(seconds).toFixed(2));
+    });
+    tr.addEventListener('click', () => openQuestion(q.id));
+    return tr;
+  }
+  function drawMore() {
+    const end = Math.min(matching.length, drawn + PAGE_ROWS);
+    const rows = document.createDocumentFragment();
+    for (let k = drawn; k < end; k += 1) rows.appendChild(tableRow(QUESTIONS[matching[k]]));
+    tbody.appendChild(rows);
+    drawn = end;
+    more.hidden = drawn >= matching.length;
+    more.textContent = `show ${Math.min(PAGE_ROWS, matching.length - drawn)} more of ${matching.length - drawn}`;
+  }
+  function searchText(q) {
+    if (q.search === undefined) q.search = [q.id, q.q, q.h, q.t, ...q.r.map((r) => (r ? r[2] : ''))].join(' ').toLowerCase();
+    return q.search;
+  }
+  function matches(q, wanted) {
+    for (const [key, value] of wanted) {
+      let found;
+      if (key === 'text') { if (!searchText(q).includes(value)) return false; continue; }
+      if (key === 'hops') found = q.h;
+      else if (key === 'type') found = q.t;
+      else {
+        const run = q.r[Number(key.slice(1))];
+        if (!run) return false;
+        found = key[0] === 'r' ? (run[0] ? 'right' : 'wrong') : (run[1] ? 'yes' : 'no');
+      }
+      if (String(found).toLowerCase() !== value) return false;
     }
-    shown.textContent = String(count);
+    return true;
+  }
+  function applyFilters() {
+    const wanted = controls.map((c) => [c.dataset.filter, c.value.trim().toLowerCase()]).filter(([, v]) => v);
+    matching = [];
+    QUESTIONS.forEach((q, i) => { if (matches(q, wanted)) matching.push(i); });
+    tbody.replaceChildren();
+    drawn = 0;
+    drawMore();
+    shown.textContent = String(matching.length);
   }
   for (const c of controls) c.addEventListener('input', applyFilters);
+  more.addEventListener('click', drawMore);
+  drawMore();
+
+  // -- the question detail: part files loaded on demand -------------------------------------------
+  const PARTS = DATA.parts;  // {dir, size, count, key}
+  const indexOf = new Map(QUESTIONS.map((q, i) => [q.id, i]));
+  const partLoads = new Map();  // part number -> Promise of its questions
+  const delivered = new Map();
+  window.ppogaReportPart = (payload) => {
+    if (payload && payload.key === PARTS.key) delivered.set(payload.part, payload.questions);
+  };
+  function loadPart(part) {
+    if (!partLoads.has(part)) {
+      const file = PARTS.dir + '/part-' + String(part + 1).padStart(4, '0') + '.js';
+      partLoads.set(part, new Promise((resolve, reject) => {
+        const script = document.createElement('script');
+        script.src = encodeURIComponent(PARTS.dir) + '/part-' + String(part + 1).padStart(4, '0') + '.js';
+        script.onload = () => (delivered.has(part) ? resolve(delivered.get(part))
+          : reject(new Error(file + ' belongs to another report; write the report again')));
+        script.onerror = () => { partLoads.delete(part); reject(new Error(file + ' could not be read; keep the ' +
+          PARTS.dir + ' folder beside the page')); };
+        document.head.appendChild(script);
+      }));
+    }
+    return partLoads.get(part);
+  }
 
   // -- a question's reasoning view ---------------------------------------------------------------
   const viewer = document.getElementById('viewer');
   const body = document.getElementById('viewer-body');
-  const byId = new Map(DATA.questions.map((q) => [q.id, q]));
   function list(parent, items, cls) {
     if (!items || !items.length) return;
     const ul = el('ul', cls);
@@ -124,28 +196,37 @@
     return box;
   }
   function openQuestion(id) {
-    const q = byId.get(id);
-    if (!q) return;
+    const index = indexOf.get(id);
+    if (index === undefined) return;
+    const q = QUESTIONS[index];
     body.replaceChildren();
-    body.appendChild(el('h2', '', q.question));
-    body.appendChild(el('div', 'small', `id ${q.id}; gold: ${q.gold.join(', ') || '(none)'}`));
+    body.appendChild(el('h2', '', q.q));
+    const status = el('div', 'small', `id ${q.id}; loading its reasoning…`);
+    body.appendChild(status);
+    viewer.hidden = false;
+    viewer.dataset.question = id;
+    if (location.hash !== '#q=' + encodeURIComponent(id)) history.replaceState(null, '', '#q=' + encodeURIComponent(id));
+    const part = Math.floor(index / PARTS.size);
+    loadPart(part).then((questions) => {
+      if (viewer.dataset.question !== id) return;  // another question was opened meanwhile
+      showDetail(q, questions[index - part * PARTS.size], status);
+    }, (error) => { status.textContent = `id ${q.id}: ${error.message}`; status.className = 'warning'; });
+  }
+  function showDetail(q, detail, status) {
+    status.textContent = `id ${q.id}; gold: ${detail.gold.join(', ') || '(none)'}`;
     const runs = el('div', 'runs');
     const todo = [];
     DATA.runs.forEach((name, i) => {
-      const view = q.views[i];
+      const view = detail.views[i];
       if (!view) { runs.appendChild(el('div', 'run-view note', name + ': not in this run')); return; }
       const box = runView(name, view);
       runs.appendChild(box);
       if (box.graphTodo) todo.push(box.graphTodo);
     });
     body.appendChild(runs);
-    viewer.hidden = false;
-    viewer.dataset.question = id;
     todo.forEach((draw) => draw());
-    if (location.hash !== '#q=' + encodeURIComponent(id)) history.replaceState(null, '', '#q=' + encodeURIComponent(id));
   }
   function closeViewer() { viewer.hidden = true; history.replaceState(null, '', '#'); }
-  for (const row of rows) row.addEventListener('click', () => openQuestion(row.dataset.id));
   document.querySelectorAll('a[data-open]').forEach((a) => a.addEventListener('click', (event) => {
     event.preventDefault(); openQuestion(a.dataset.open);
   }));

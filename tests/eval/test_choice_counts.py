@@ -6,6 +6,7 @@ import pytest
 
 from ppoga_dspy.evaluation.evaluate import choice_counts, run_evaluation, summarize
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.scripted.engine import ScriptedEngine, scripted_lm
 from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 from tests.conftest import shared_data
@@ -28,7 +29,8 @@ def _run(kg, examples, tmp_path, *, invent: bool):
         right = handlers["SelectRelations"]
         handlers["SelectRelations"] = lambda inputs: {"relations": ["made.up.relation", *right(inputs)["relations"]]}
     lm = scripted_lm(ScriptedEngine(handlers))
-    program = PPoGA(kg, role_lms={"planner": lm, "executor": lm})
+    # the Executor's relation choice is what is counted: asked, not settled by the named-relation gate
+    program = PPoGA(kg, role_lms={"planner": lm, "executor": lm}, thresholds=Thresholds(follow_named_relations=False))
     return run_evaluation(program, examples, out=tmp_path / f"run-{invent}.jsonl", progress=False).rows
 
 

@@ -1,4 +1,5 @@
-"""The HTML report: one self-contained file (no network), every question in it, text from run files escaped."""
+"""The HTML report: a page that needs no network, every question in its index and each one's reasoning in the
+part files beside it, text from run files escaped."""
 
 from __future__ import annotations
 
@@ -10,7 +11,22 @@ from ppoga_dspy.cli import main
 from ppoga_dspy.evaluation.runs import read_run
 from ppoga_dspy.report.compare import compare_runs
 from ppoga_dspy.report.data import chain_graph, correction_effects, groups_with_intervals
-from ppoga_dspy.report.html import write_report
+from ppoga_dspy.report.html import parts_folder, write_report
+
+PART_PREFIX = "ppogaReportPart("
+
+
+def read_parts(page) -> list[dict]:
+    """Every question's detail from the part files beside `page`, in order (each file: `ppogaReportPart({...});`)."""
+    questions = []
+    files = sorted(parts_folder(page).iterdir())
+    for index, part in enumerate(files):
+        text = part.read_text(encoding="utf-8")
+        assert text.startswith(PART_PREFIX) and text.endswith(");\n")
+        payload = json.loads(text[len(PART_PREFIX):-3])
+        assert payload["part"] == index
+        questions += payload["questions"]
+    return questions
 
 
 class _Page(HTMLParser):
@@ -58,12 +74,15 @@ def test_report_is_self_contained_and_lists_every_question(demo_runs, tmp_path):
     assert page.external == []  # no script, stylesheet or link leaves the file
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=|@import url", out.read_text(encoding="utf-8"))
     ids = [r["id"] for r in read_run(demo_runs["gold"])]
-    assert page.rows == ids
+    assert page.rows == []  # the table's rows are drawn by the script from the index
     assert {"summary", "corrections", "comparison", "provenance", "questions", "viewer", "plot-hops",
             "plot-costs", "plot-differences"} <= page.ids
     data = json.loads(page.data)
     assert [q["id"] for q in data["questions"]] == ids and len(data["runs"]) == 2
-    view = data["questions"][0]["views"][0]
+    assert data["parts"]["dir"] == "report.html.parts" and data["parts"]["count"] == 1
+    detail = read_parts(out)
+    assert [q["id"] for q in detail] == ids
+    view = detail[0]["views"][0]
     assert view["plan"] and view["cycles"] and view["graph"]["nodes"] and view["answers"]
     assert {"data", "layout"} <= set(data["figures"]["plot-hops"])
 
@@ -75,7 +94,8 @@ def test_unequal_runs_warn_in_the_page(demo_runs, tmp_path):
     page = _parse(out)
     assert "coverage-warning" in page.ids and "20 questions they share" in out.read_text(encoding="utf-8")
     data = json.loads(page.data)
-    assert sum(q["views"][1] is None for q in data["questions"]) == 15  # in the first run only: shown as not run
+    assert sum(q["r"][1] is None for q in data["questions"]) == 15  # in the first run only: shown as not run
+    assert sum(q["views"][1] is None for q in read_parts(out)) == 15
 
 
 def test_hostile_text_is_escaped(demo_runs, tmp_path):
@@ -87,8 +107,9 @@ def test_hostile_text_is_escaped(demo_runs, tmp_path):
     text = out.read_text(encoding="utf-8")
     assert evil not in text and "<img src=x" not in text
     page = _parse(out)
-    assert page.external == [] and page.rows[0] == "x'><b>"
-    assert json.loads(page.data)["questions"][0]["question"] == evil  # kept as text, shown with textContent
+    assert page.external == [] and json.loads(page.data)["questions"][0]["id"] == "x'><b>"
+    assert json.loads(page.data)["questions"][0]["q"] == evil  # kept as text, shown with textContent
+    assert read_parts(out)[0]["views"][0]["answers"] == [evil]
 
 
 def test_chain_graph_layers_from_the_topic_to_the_answer(demo_runs):

@@ -1,14 +1,17 @@
 """The HTML report in a real browser: headless Chromium (Debian's package; CI installs it) opens the file
-offline, with no console error, every question row present, and a question's reasoning view opening."""
+offline, with no console error, every question row present, and a question's reasoning view opening from the
+part file that holds it."""
 
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 import pytest
 
 from ppoga_dspy.cli import main
 from ppoga_dspy.evaluation.runs import read_run
+from ppoga_dspy.report.html import parts_folder, write_report
 from ppoga_dspy.testing.browser import chromium_page, find_chromium
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="no chromium on PATH (apt-get install chromium; "
@@ -40,5 +43,32 @@ def test_report_renders_in_chromium(demo_runs, tmp_path):
                       "document.querySelector('[data-filter=r1]').dispatchEvent(new Event('input'))")
         wrong = sum(1 for r in read_run(demo_runs["noisy"]) if not r["metrics"]["hits@1"])
         assert page.evaluate("document.getElementById('shown-count').textContent") == str(wrong)
+        assert page.errors() == []
+        assert all(url.startswith(("file:", "data:", "blob:", "about:")) for url in page.requests()), page.requests()
+
+
+def test_reasoning_in_a_later_part_file_opens_on_demand(demo_runs, tmp_path):
+    """With 10 questions a part, question 23's view is in part-0003.js: it is loaded only when the question is
+    opened (by the #q= address, then by a click on its row after filtering), from file:// with no server."""
+    rows = read_run(demo_runs["noisy"])
+    out = tmp_path / "paged.html"
+    write_report(out, {"noisy": rows}, part_size=10)
+    assert sorted(p.name for p in parts_folder(out).iterdir()) == [f"part-000{i}.js" for i in range(1, 5)]
+    target, other = rows[22], rows[31]
+    with chromium_page() as page:
+        page.goto(out.as_uri() + "#q=" + quote(target["id"]))
+        assert page.wait_for("document.body.dataset.ready") == "true"
+        assert page.wait_for("document.querySelectorAll('#viewer .cycle').length") >= 1
+        assert target["question"] in page.evaluate("document.getElementById('viewer').textContent")
+        loaded = page.evaluate("Array.from(document.scripts).map(s => s.src).filter(Boolean)")
+        assert [src.rsplit("/", 1)[1] for src in loaded] == ["part-0003.js"]  # only the part it needed
+        page.evaluate("document.getElementById('viewer-close').click();"
+                      "const box = document.querySelector('[data-filter=text]');"
+                      f"box.value = {json.dumps(other['id'])}; box.dispatchEvent(new Event('input'))")
+        assert page.evaluate("document.getElementById('shown-count').textContent") == "1"
+        page.evaluate("document.querySelector('#questions tbody tr').click()")
+        assert page.wait_for(f"document.getElementById('viewer').dataset.question === {json.dumps(other['id'])} && "
+                             "document.querySelectorAll('#viewer .run-view').length") == 1
+        assert page.wait_for("document.getElementById('viewer').textContent.includes('Answer')")
         assert page.errors() == []
         assert all(url.startswith(("file:", "data:", "blob:", "about:")) for url in page.requests()), page.requests()
