@@ -16,6 +16,7 @@ from ppoga_dspy.lm import LMConfigError, make_lm, serve_lm
 from ppoga_dspy.lm.schema_replies import conform, requested_schema
 from ppoga_dspy.lm.structured import reply_schema, wire_form, wire_kwargs
 from ppoga_dspy.method.program import PPoGA
+from ppoga_dspy.method.thresholds import Thresholds
 from ppoga_dspy.scripted.engine import ScriptedEngine
 from ppoga_dspy.scripted.gold_path import gold_path_handlers, golds_from_examples
 from ppoga_dspy.signatures.executor import SelectRelations
@@ -93,7 +94,9 @@ def test_conform_keeps_members_only():
 
 def _run(spec: str, structured: str, examples, demo_kg, out):
     lm = make_lm(spec, structured=structured, cache=False, num_retries=0)
-    program = PPoGA(demo_kg, role_lms={"planner": lm, "executor": lm})
+    # the Executor's choices are what is constrained: asked, not settled by the named-relation gate
+    program = PPoGA(demo_kg, role_lms={"planner": lm, "executor": lm},
+                    thresholds=Thresholds(follow_named_relations=False))
     rows = run_evaluation(program, examples, out=out, progress=False).rows
     return lm, summarize(rows)
 

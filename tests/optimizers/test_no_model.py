@@ -36,15 +36,16 @@ def test_no_model_makes_no_call_and_every_stage_falls_back(questions):
     assert any(r["metrics"]["hits@1"] for r in rows)  # the fallbacks alone answer some 1-hop questions
 
 
-def test_no_model_answers_what_a_model_with_only_unusable_replies_answers(demo_kg, questions):
-    """The baseline is the program's own fallbacks, not a separate heuristic: empty replies give the same."""
+def test_no_model_answers_from_the_fallbacks_while_a_model_with_only_unusable_replies_fails(demo_kg, questions):
+    """The baseline is the program's own fallbacks, taken without asking; a model that was asked and gave no usable
+    reply at all is an LM failure (kind `lm`), never scored as the fallbacks' answer (issue 41)."""
     garbage = scripted_lm(ScriptedEngine(default=lambda inputs: ""))  # an empty reply: nothing to salvage
     none = PPoGA(demo_kg, role_lms={"planner": NoModel(), "executor": NoModel()})
     junk = PPoGA(demo_kg, role_lms={"planner": garbage, "executor": garbage})
     for example in questions:
         a, b = answer_one(none, example), answer_one(junk, example)
-        assert a["results"] == b["results"], example.question
-        assert b["call_num"] > 0 == a["call_num"]
+        assert a["status"] == "ok" and a["call_num"] == 0, example.question
+        assert b["status"] == "failed" and b["error_kind"] == "lm" and b["call_num"] > 0, example.question
 
 
 def test_no_model_refuses_a_direct_call():
