@@ -300,10 +300,12 @@ class StepLoop:
                       correctable=bool(offered))
 
     def crossed_already(self, objective: str) -> bool:
-        """Whether the walk reached its frontier by a relation the objective names: a step before read through a
-        mediator along it (`spouse_s` then `marriage.spouse`), so a step naming it has nothing left to follow."""
+        """Whether the walk reached its frontier through a mediator by a relation the objective names: a step before
+        read through along it (`spouse_s` then `marriage.spouse`), so a step naming it has nothing left to follow. A
+        relation walked as a hop of its own (a spouse's spouse) is a new hop each time."""
         arrived = [chain[-1].relation + ("" if chain[-1].tail.id == e.id else REVERSE)
-                   for e in self.walk.frontier if (chain := self.walk.chains.get(e.id))]
+                   for e in self.walk.frontier if (chain := self.walk.chains.get(e.id))
+                   and (chain[-1].head.is_mediator or chain[-1].tail.is_mediator)]  # read through, not walked
         words = step_words(objective)  # the direction as crossed: going back along it ("(reverse)") is a new hop
         return any(names_relation(key, words) for key in arrived)
 

@@ -167,3 +167,15 @@ def test_a_comparison_still_answers_a_topic_entity(graph):
                      Answer=lambda inputs: {"answers": ["Ann"], "reasoning": "1950 is before 1960"})
     prediction, _ = run(kg, comparing, question=question, topics={"Ann": "Ann", "Bob": "Bob"})
     assert prediction.answers == ["Ann"] and not stages(prediction, "answer.walk_end")
+
+
+def test_a_relation_walked_twice_is_two_hops(graph):
+    """PathQuestion's "the spouse of A's spouse": the second step names the relation the walk arrived by, walked as a
+    hop of its own (no mediator), so it is done again from where the first ended, not skipped as read through."""
+    kg = graph(["Ann spouse Bob", "Bob spouse Cat", "Bob location Paris", "Cat location Rome"])
+    question = "Where is the spouse of Ann's spouse located?"
+    handlers = gold_path_handlers({question: {"relations": ["spouse", "spouse", "location"],
+                                              "entities": ["Bob", "Cat", "Rome"], "answers": ["Rome"]}})
+    prediction, _ = run(kg, handlers, question=question, topics={"Ann": "Ann"})
+    assert not stages(prediction, "named_relation.crossed")
+    assert prediction.answers == ["Rome"]
