@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from ppoga_dspy.kg.base import Entity, Triple
 from ppoga_dspy.method.executor import Observation
@@ -287,12 +288,13 @@ class StepLoop:
             return
         taken = sorted({relation for _, relation, _ in observation.paths})
         pool = self.walk.earlier[-1][0] if self.walk.earlier else []
-        offered = [e for e in [*self.walk.frontier[: th.frontier_limit], *pool[: th.prune_threshold]]
-                   if named_on(self.run, e, step.objective)]
+        # a few entities that have the named relation are enough to say so (the scan stops there)
+        nearby = (*self.walk.frontier[: th.frontier_limit], *pool[: th.prune_threshold])
+        offered = list(islice((e for e in nearby if named_on(self.run, e, step.objective)), 3))
         observation.mismatch = bool(offered)
         if offered:
             observation.notes.append(f"{MISMATCH} {', '.join(names)}, but it followed {', '.join(taken)}; "
-                                     f"{', '.join(e.label for e in offered[:3])} has it.")
+                                     f"{', '.join(e.label for e in offered)} has it.")
         else:
             observation.notes.append(f"The step names {', '.join(names)}, which no entity the walk reached has; "
                                      f"it followed {', '.join(taken)} instead.")

@@ -10,26 +10,11 @@ import pytest
 
 from ppoga_dspy.method.gating import names_relation, relation_names
 from ppoga_dspy.scripted.gold_path import gold_path_handlers
-from tests.program.test_fidelity_at_scale import irn_kg
 from tests.program.test_program import run, stages
 
 RELEASED = "When were the films written by the writer of Film_A released?"
 #: The plan followed as written: no way back to the named relation, no mismatch read (both on by default).
 OFF = {"back_to_named_relation": False, "correct_named_mismatch": False}
-
-
-@pytest.fixture
-def graph(tmp_path):
-    """A real embedded store over `head relation tail` lines (IRN's format), closed after the test."""
-    opened = []
-
-    def make(lines: list[str]):
-        opened.append(irn_kg(tmp_path, lines))
-        return opened[-1]
-
-    yield make
-    for kg in opened:
-        kg.close()
 
 
 #: MetaQA's shape for "films that share writers with X, released when": X -> writer -> films -> years.

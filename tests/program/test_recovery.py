@@ -10,26 +10,9 @@ from __future__ import annotations
 import pytest
 
 from ppoga_dspy.scripted.gold_path import gold_path_handlers
-from tests.program.test_fidelity_at_scale import irn_kg
 from tests.program.test_program import run, stages
 
 MODES = ("paper", "fused")
-
-
-@pytest.fixture
-def graph(tmp_path):
-    """Real embedded stores over `head relation tail` lines, one folder each, closed after the test."""
-    opened = []
-
-    def make(lines: list[str]):
-        folder = tmp_path / f"kg{len(opened)}"
-        folder.mkdir()
-        opened.append(irn_kg(folder, lines))
-        return opened[-1]
-
-    yield make
-    for kg in opened:
-        kg.close()
 
 
 def run_in(mode: str, kg, handlers, *, question: str, topics: dict[str, str], **thresholds):
