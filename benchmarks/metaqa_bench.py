@@ -15,6 +15,7 @@ the table prints the two side by side. Rows (pick with --rows):
                     (`ppoga compile --optimizer knn --teacher-lm oracle/gold-path --program none --dev-limit 0`
                     on NHOP_qa_dev.txt, the documented recipe with no --set: one artifact per hop, made by this
                     script when absent; the dev rows draw from dev questions the artifact was not built on)
+    embedded-knn-fused  the same recipe with `--stages fused`: demos for the fused signatures, run fused
 
 Columns per hop: n, the reachable ceiling (questions with an answer reachable along the gold path
 in this KB), Hits@1 strict and by PoG's rule, F1, LM calls, tokens, seconds and KG queries per
@@ -59,6 +60,7 @@ ROWS: dict[str, tuple[str, str | None, str, dict[str, str], str | None]] = {
                       "follow_named_relations": "false"}, None),
     "embedded-zero": ("embedded, zero-shot", None, "paper", {}, "none"),
     "embedded-knn": ("embedded, knn + constraints (dev)", None, "paper", {}, "knn"),
+    "embedded-knn-fused": ("embedded, fused knn + constraints (dev)", None, "fused", {}, "knn-fused"),
 }
 SCRIPTED = ("none", "gold-paper", "gold-fused", "noisy", "noisy-nocorr")
 SPLITS = ("dev", "test")
@@ -79,15 +81,17 @@ PUBLISHED = (
 )
 
 
-def artifact_for(hop: int, data: Path, runs: Path, *, compile_limit: int, threads: int) -> Path:
-    """The knn + constraints artifact compiled on the hop's dev file (made once, by `ppoga compile`)."""
-    out = runs / f"metaqa-{hop}hop-knn.json"
+def artifact_for(hop: int, data: Path, runs: Path, *, compile_limit: int, threads: int,
+                 stages: str = "paper") -> Path:
+    """The knn + constraints artifact compiled on the hop's dev file (made once, by `ppoga compile`); with
+    `stages="fused"` its demos are written for the fused signatures and it runs fused."""
+    out = runs / f"metaqa-{hop}hop-knn{'-fused' if stages == 'fused' else ''}.json"
     if out.exists():
         return out
     command = [sys.executable, "-m", "ppoga_dspy", "compile", "--dataset",
                f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_dev.txt'}", "--split", "all", "--sample", str(compile_limit),
                "--optimizer", "knn", "--teacher-lm", "oracle/gold-path", "--dev-limit", "0", "--threads",
-               str(threads), "--program", "none", "--out", str(out)]
+               str(threads), "--program", "none", "--stages", stages, "--out", str(out)]
     print("compiling:", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     return out
@@ -109,12 +113,14 @@ def run_row(row: str, hop: int, split: str, examples: list, data: Path, runs: Pa
 
     _, lm, stages, overrides, artifact = ROWS[row]
     program = None
-    if artifact == "knn":
-        program = str(artifact_for(hop, data, runs, compile_limit=args.compile_limit, threads=args.threads))
+    if artifact in ("knn", "knn-fused"):
+        program = str(artifact_for(hop, data, runs, compile_limit=args.compile_limit, threads=args.threads,
+                                   stages=stages))
     elif artifact == "none":
         program = "none"
     spec = f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_{split}.txt'}"
-    settings = ProgramSettings(dataset=spec, lm=LMSettings(lm=lm), program=program, stages=stages,
+    # the embedded rows ask the model every time (DSPy's response cache off), so their seconds are the model's
+    settings = ProgramSettings(dataset=spec, lm=LMSettings(lm=lm, cache=lm is not None), program=program, stages=stages,
                                overrides=overrides, seed=args.seed)
     with open_program(settings, examples=examples) as opened:
         provenance = {"lm": opened.lm_description, "program": program_fingerprint(opened.program)}

@@ -22,8 +22,9 @@ from typing import Any, BinaryIO
 
 #: The row fields a digest keeps: what summaries, comparisons, shard merges and the report's table read.
 DIGEST_FIELDS = ("id", "question", "answers", "gold", "ungrounded", "metrics", "call_num", "input_token",
-                 "output_token", "total_token", "time", "unusable_replies", "status", "error_kind", "lm", "program",
-                 "dataset", "split", "seed", "kg", "shard", "source", "hops", "type", "level")
+                 "cached_input_token", "output_token", "total_token", "time", "unusable_replies", "status",
+                 "error_kind", "lm", "program", "dataset", "split", "seed", "kg", "shard", "source", "hops",
+                 "type", "level")
 #: Metadata keys kept whatever their value (the breakdowns' keys); other metadata is kept when it is a plain value.
 GROUP_KEYS = ("type", "level", "hops")
 #: Where a digest keeps its `RowDigest`.

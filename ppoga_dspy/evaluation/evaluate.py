@@ -89,6 +89,7 @@ def record_for(example: Any, prediction: Any, seconds: float, *, keep_prompts: b
         "reasoning_chains": getattr(prediction, "reasoning_chains", []),
         "call_num": costs.get("lm_calls", 0),
         "input_token": costs.get("prompt_tokens", 0),
+        "cached_input_token": costs.get("prompt_tokens_reused", 0),  # of input_token, taken from the engine's cache
         "output_token": costs.get("completion_tokens", 0),
         "total_token": costs.get("total_tokens", 0),
         "time": round(seconds, 4),
@@ -322,6 +323,10 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
         "tokens_mean": _mean(tokens),
         "tokens_median": _median(tokens),
         "input_tokens_mean": _mean([float(r.get("input_token") or 0) for r in rows]),
+        # prompt tokens the engine computed and the ones it took from its cache (the embedded KV prefix cache)
+        "input_tokens_computed_mean": _mean([float((r.get("input_token") or 0) - (r.get("cached_input_token") or 0))
+                                            for r in rows]),
+        "input_tokens_reused_mean": _mean([float(r.get("cached_input_token") or 0) for r in rows]),
         "output_tokens_mean": _mean([float(r.get("output_token") or 0) for r in rows]),
         "seconds_mean": _mean(seconds),
         "seconds_median": _median(seconds),
@@ -345,6 +350,8 @@ def summarize(rows: list[dict[str, Any]], *, by: tuple[str, ...] = ("type", "lev
 _PER_QUESTION = (
     ("LM calls", "lm_calls", "{:.2f}", "{:.1f}"),
     ("tokens", "tokens", "{:.0f}", "{:.0f}"),
+    ("prompt tokens computed", "input_tokens_computed", "{:.0f}", None),
+    ("prompt tokens reused (cache)", "input_tokens_reused", "{:.0f}", None),
     ("seconds", "seconds", "{:.2f}", "{:.2f}"),
     ("KG queries", "kg_queries", "{:.1f}", None),
 )

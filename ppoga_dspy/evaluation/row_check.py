@@ -20,7 +20,7 @@ ROW_FORMAT = 1
 #: The most of one count a row can hold (LM calls, tokens): a larger number is damage, not a run.
 MAX_COUNT = 10**12
 
-_COUNTS = ("call_num", "input_token", "output_token", "total_token", "unusable_replies")
+_COUNTS = ("call_num", "input_token", "cached_input_token", "output_token", "total_token", "unusable_replies")
 _TEXTS = ("question", "status", "error_kind", "error", "reasoning", "results", "lm", "program")
 _LISTS = ("answers", "answer_ids", "gold", "ungrounded", "reasoning_chains", "trace")
 _MAPPINGS = ("metrics", "metadata", "costs", "memory", "topic_entities")

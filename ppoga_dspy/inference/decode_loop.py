@@ -42,7 +42,7 @@ The old path stays selectable (`EmbeddedEngine(legacy=True)` or `PPOGA_EMBEDDED_
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,6 +82,9 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: Literal["stop", "length"]
+    #: Of `prompt_tokens`, how many came from the KV cache (an earlier call's prefix or a prompt head on disk). A
+    #: cost note, not part of the reply: equal replies are equal whether or not the engine had them cached.
+    cached_tokens: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

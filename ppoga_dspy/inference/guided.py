@@ -16,6 +16,7 @@ candidates' rows of the output layer (`decoding.PartialHead`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -127,14 +128,19 @@ class EmbeddedGenerator(Decoder):
                 store.offer_head(system_head(prompt, prompt_ids, system, tokenizer))
             if sampling["do_sample"] and seed is not None:
                 torch.manual_seed(int(seed))
+            if store is not None:
+                store.begin_call()
             if plan is not None:
-                return self._json(loaded, prompt, prompt_tokens, plan, budget, stops, sampling)
-            if not fields:
+                reply = self._json(loaded, prompt, prompt_tokens, plan, budget, stops, sampling)
+            elif not fields:
                 raw = self._raw(loaded, prompt, budget, [*stops, CHAT_ADAPTER_END], sampling)
                 finish = "stop" if raw.stopped or raw.new_tokens < budget else "length"
-                return Generation(raw.text.strip(), prompt_tokens, raw.new_tokens, finish)
-            return self._guided(loaded, prompt, prompt_tokens, fields, budget, [*stops, *_FIELD_STOPS], sampling,
-                                constraints)
+                reply = Generation(raw.text.strip(), prompt_tokens, raw.new_tokens, finish)
+            else:
+                reply = self._guided(loaded, prompt, prompt_tokens, fields, budget, [*stops, *_FIELD_STOPS],
+                                     sampling, constraints)
+            cached = min(store.call_reused or 0, prompt_tokens) if store is not None else 0
+            return dataclasses.replace(reply, cached_tokens=cached)
 
     def _guided(
         self,

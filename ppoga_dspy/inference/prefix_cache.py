@@ -45,6 +45,8 @@ class PrefixCache:
         #: Prompt heads kept on disk (`inference/prompt_heads.py`), and the coming call's head, kept at its first `put`.
         self.heads = heads
         self._offered: list[int] = []
+        #: What the current call's first look-up (its prompt) took from the cache; None before it (`begin_call`).
+        self.call_reused: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -52,7 +54,22 @@ class PrefixCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def begin_call(self) -> None:
+        """Start one call's count: its prompt tokens taken from the cache are what a run reports as reused.
+
+        A call looks the cache up once per reply field; only the first look-up is its prompt, the later ones are
+        its own fields continuing, which no server would count as cached prompt.
+        """
+        self.call_reused = None
+
     def take(self, ids: Sequence[int]) -> tuple[Any | None, int]:
+        """`_take`, noting the first look-up of a call (`begin_call`)."""
+        kv, n = self._take(ids)
+        if self.call_reused is None:
+            self.call_reused = n
+        return kv, n
+
+    def _take(self, ids: Sequence[int]) -> tuple[Any | None, int]:
         """(cache, n) for the entry with the longest common prefix n < len(ids), or (None, 0).
 
         At least one token of `ids` is always left uncached: its forward pass gives the next-token logits.

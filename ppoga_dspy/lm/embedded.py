@@ -123,7 +123,8 @@ class EmbeddedEngine(EmbeddedGenerator):
             model=self.model_string,
             message=Message.assistant(reply.text),
             finish_reason=reply.finish_reason,
-            usage=Usage(input_tokens=reply.prompt_tokens, output_tokens=reply.completion_tokens),
+            usage=Usage(input_tokens=reply.prompt_tokens, output_tokens=reply.completion_tokens,
+                        cache_read_tokens=reply.cached_tokens),
         )
 
     def complete_structured(self, request: Any, schema: dict[str, Any]) -> Any | None:

@@ -116,5 +116,8 @@ def response_to_openai(response: Any, *, model: str) -> dict[str, Any]:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": usage.total_tokens if usage.total_tokens is not None else prompt_tokens + completion_tokens,
+            # OpenAI's field for prompt tokens served from a cache (vLLM's prefix caching reports it too)
+            **({"prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens}}
+               if usage.cache_read_tokens is not None else {}),
         },
     }

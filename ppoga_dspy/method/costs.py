@@ -20,6 +20,9 @@ class Costs:
     lm_calls: Counter[str] = field(default_factory=Counter)  # stage -> LM requests (cache hits count once)
     prompt_tokens: Counter[str] = field(default_factory=Counter)  # stage -> tokens
     completion_tokens: Counter[str] = field(default_factory=Counter)
+    #: stage -> prompt tokens the engine took from its cache (OpenAI's `prompt_tokens_details.cached_tokens`: the
+    #: embedded engine's KV prefix cache, vLLM's prefix caching), so a run tells computed from reused prompt
+    reused_tokens: Counter[str] = field(default_factory=Counter)
     role_calls: Counter[str] = field(default_factory=Counter)  # planner / executor -> LM requests
     role_tokens: Counter[str] = field(default_factory=Counter)
     gated: Counter[str] = field(default_factory=Counter)  # stage -> choices made without an LM call (gating)
@@ -34,11 +37,14 @@ class Costs:
         calls = max(1, len(usage_entries))
         prompt = sum(int(u.get("prompt_tokens") or 0) for u in usage_entries)
         completion = sum(int(u.get("completion_tokens") or 0) for u in usage_entries)
+        reused = sum(_cached_tokens(u) for u in usage_entries)
         with self._lock:
             stage, role = Stage(stage).value, Role(role).value  # plain str keys: JSON and counters agree
             self.lm_calls[stage] += calls
             self.prompt_tokens[stage] += prompt
             self.completion_tokens[stage] += completion
+            if reused:
+                self.reused_tokens[stage] += reused
             self.role_calls[role] += calls
             self.role_tokens[role] += prompt + completion
             self.cost_usd += sum(float(u.get("cost") or 0.0) for u in usage_entries)
@@ -62,6 +68,10 @@ class Costs:
         return sum(self.prompt_tokens.values())
 
     @property
+    def total_reused_tokens(self) -> int:
+        return sum(self.reused_tokens.values())
+
+    @property
     def total_completion_tokens(self) -> int:
         return sum(self.completion_tokens.values())
 
@@ -70,10 +80,12 @@ class Costs:
             "lm_calls": self.total_calls,
             "prompt_tokens": self.total_prompt_tokens,
             "completion_tokens": self.total_completion_tokens,
+            "prompt_tokens_reused": self.total_reused_tokens,
             "total_tokens": self.total_prompt_tokens + self.total_completion_tokens,
             "lm_calls_by_stage": dict(self.lm_calls),
             "prompt_tokens_by_stage": dict(self.prompt_tokens),
             "completion_tokens_by_stage": dict(self.completion_tokens),
+            "prompt_tokens_reused_by_stage": dict(self.reused_tokens),
             "lm_calls_by_role": dict(self.role_calls),
             "tokens_by_role": dict(self.role_tokens),
             "gated_choices": sum(self.gated.values()),
@@ -83,3 +95,10 @@ class Costs:
             "kg_seconds": round(self.kg_seconds, 4),
             "seconds": round(self.seconds, 4),
         }
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """The prompt tokens a reply's usage says came from a cache (0 when it does not say, or says nonsense)."""
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

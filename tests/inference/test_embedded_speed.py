@@ -113,6 +113,32 @@ def test_prefix_cache_does_not_change_the_reply():
         assert cached.generate(chat, max_tokens=24) == uncached.generate(chat, max_tokens=24)
 
 
+@pytest.mark.slow
+def test_a_reply_says_how_many_of_its_prompt_tokens_came_from_the_cache():
+    """The run summary's "prompt tokens reused" comes from here: a call of a predictor whose system prompt and demos
+    an earlier call computed takes them from the cache, and says so in OpenAI's usage field."""
+    from dspy.clients.call_result import usage_dict
+
+    from ppoga_dspy.method.costs import Costs
+
+    engine = EmbeddedEngine()
+    store = engine.loaded().prefix_cache
+    store.clear()
+    uncached = EmbeddedEngine(prefix_cache=False).generate(_chats()[0], max_tokens=8)
+    assert uncached.cached_tokens == 0
+    first, second = (engine.generate(chat, max_tokens=8) for chat in _chats()[:2])
+    assert 0 < second.cached_tokens < second.prompt_tokens  # the shared head, not the new question
+    assert second.cached_tokens >= first.cached_tokens
+    repeat = engine.generate(_chats()[1], max_tokens=8)
+    assert repeat.cached_tokens >= repeat.prompt_tokens - 1  # all but the token whose logits start the reply
+    usage = usage_dict(engine._response(second))
+    assert usage["prompt_tokens_details"]["cached_tokens"] == second.cached_tokens
+    costs = Costs()
+    costs.add_lm("decompose", "planner", [usage])
+    assert costs.to_dict()["prompt_tokens_reused"] == second.cached_tokens
+    assert costs.to_dict()["prompt_tokens"] == second.prompt_tokens
+
+
 def test_greedy_loops_are_recognised_only_when_long_enough():
     from ppoga_dspy.inference.decode_loop import greedy_loop
 
