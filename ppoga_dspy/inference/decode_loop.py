@@ -258,7 +258,7 @@ class Decoder:
                     elif stops and _tail_hits_stop(tokenizer, generated, stops, tail):
                         done = True
                     elif watch_loops and (period := greedy_loop(generated)):
-                        kept = len(generated) - max(3 * period, LOOP_MIN_TOKENS) + period
+                        kept = len(generated) - loop_span(period) + period
                         stopped = done = True
                     if done or len(generated) >= budget or position == len(draft) or token != draft[position]:
                         break
@@ -288,19 +288,28 @@ class Decoder:
 
 #: A loop must cover at least this many tokens (and three periods) before decoding stops on it.
 LOOP_MIN_TOKENS = 24
-LOOP_MAX_PERIOD = 48
+#: A block this long or longer, written twice in a row word for word, is already a loop: two periods suffice.
+LONG_LOOP_PERIOD = 32
+LOOP_MAX_PERIOD = 96
+
+
+def loop_span(period: int, min_tokens: int = LOOP_MIN_TOKENS) -> int:
+    """How many tokens of repeats make a loop of this period (see `greedy_loop`)."""
+    return 2 * period if period >= LONG_LOOP_PERIOD else max(3 * period, min_tokens)
 
 
 def greedy_loop(generated: Sequence[int], min_tokens: int = LOOP_MIN_TOKENS, max_period: int = LOOP_MAX_PERIOD) -> int:
-    """The period p if the last max(3p, min_tokens) tokens repeat one p-token block, else 0.
+    """The period p if the last max(3p, min_tokens) tokens repeat one p-token block (2p for a block of at least
+    `LONG_LOOP_PERIOD` tokens), else 0.
 
     Greedy decoding that has produced the same block three times (and at least `min_tokens` tokens
     of it) is at a fixed point: each further copy makes the next one likelier still. The caller keeps
-    one copy of the block and ends the field.
+    one copy of the block and ends the field. A long block (a list of a dozen names, about 50 tokens) written
+    out twice is at the same fixed point; waiting for its third copy spent a whole 256-token reply budget.
     """
     n = len(generated)
-    for period in range(1, min(max_period, n // 3) + 1):
-        span = max(3 * period, min_tokens)
+    for period in range(1, min(max_period, n // 2) + 1):
+        span = loop_span(period, min_tokens)
         if span > n:
             continue
         tail = generated[n - span :]

@@ -18,7 +18,8 @@ from typing import Any
 #: Bumped whenever the fast path's greedy replies change (a kernel, the dtype of a score, a shortcut's
 #: rounding): part of the engine's identity, so DSPy's response cache never serves an older decoder's reply.
 #: 2: eager bf16 attention, prompt-lookup drafts, constrained steps scored in float32.
-DECODER_VERSION = 2
+#: 3: a block of 32 tokens or more written twice in a row ends the field as a loop (decode_loop.greedy_loop).
+DECODER_VERSION = 3
 
 #: Longest and shortest n-gram matched against the context, and the most tokens proposed at once.
 LOOKUP_MAX_NGRAM = 4

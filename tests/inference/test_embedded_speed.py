@@ -147,6 +147,10 @@ def test_greedy_loops_are_recognised_only_when_long_enough():
     assert greedy_loop([1, 2, 3] + block * 3) == 0  # 18 tokens: too short to call it a loop
     assert greedy_loop(list(range(40))) == 0
     assert greedy_loop([4] * 23) == 0 and greedy_loop([4] * 24) == 1
+    names = list(range(100, 150))  # a list of a dozen names, about 50 tokens, written out twice: a loop already
+    assert greedy_loop([1, 2] + names + names) == 50
+    assert greedy_loop([1, 2] + names + names[:-1]) == 0  # not yet a whole second copy
+    assert greedy_loop(names[:20] + names[:20]) == 0  # a short block needs three copies
 
 
 def test_lookup_draft_continues_the_latest_earlier_ngram():
