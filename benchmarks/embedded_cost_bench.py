@@ -15,7 +15,7 @@ response cache is off (every call runs the model). Each (artifact, hop, split) i
 Printed per hop and artifact: Hits@1 (lenient and strict), LM calls, prompt tokens (all, computed, reused from
 the engine's KV prefix cache), completion tokens and seconds per question; then the fused/paper ratios (calls,
 prompt tokens, computed prompt tokens, seconds: the issue's "at least 3x faster" is the seconds ratio); then
-prompt tokens per question by stage, which shows where each mode spends its prompt.
+prompt and completion tokens per question by stage, which show where each mode spends its prompt and its decoding.
 
     python benchmarks/embedded_cost_bench.py [--n 50] [--hops 1 2 3] [--split dev|test] [--seed 0]
                                              [--block 5] [--threads 1] [--runs runs/cost] [--report-only]
@@ -80,13 +80,16 @@ def cell(rows: list[dict]) -> dict:
 
     s = summarize(rows, by=())
     stages: Counter[str] = Counter()
+    written: Counter[str] = Counter()
     for row in rows:
         stages.update((row.get("costs") or {}).get("prompt_tokens_by_stage") or {})
+        written.update((row.get("costs") or {}).get("completion_tokens_by_stage") or {})
     return {"n": s["n"], "hits": s["hits@1"], "hits_strict": s["hits@1_strict"], "calls": s["lm_calls_mean"],
             "prompt": s["input_tokens_mean"], "computed": s["input_tokens_computed_mean"],
             "reused": s["input_tokens_reused_mean"], "completion": s["output_tokens_mean"],
             "seconds": s["seconds_mean"], "failed": s["failed"],
-            "by_stage": {stage: tokens / max(1, len(rows)) for stage, tokens in stages.items()}}
+            "by_stage": {stage: tokens / max(1, len(rows)) for stage, tokens in stages.items()},
+            "written_by_stage": {stage: tokens / max(1, len(rows)) for stage, tokens in written.items()}}
 
 
 def _ratio(a: float, b: float) -> str:
@@ -108,11 +111,12 @@ def markdown(table: dict[tuple[int, str], dict]) -> str:
             lines.append(f"| {hop} | {fused['hits'] - paper['hits']:+.3f} | {_ratio(paper['calls'], fused['calls'])} | "
                          f"{_ratio(paper['prompt'], fused['prompt'])} | {_ratio(paper['computed'], fused['computed'])} "
                          f"| {_ratio(paper['seconds'], fused['seconds'])} |")
-    stages = sorted({stage for c in table.values() for stage in c["by_stage"]})
-    lines += ["", "prompt tokens per question by stage:", "",
-              "| hops | artifact | " + " | ".join(stages) + " |", "|---|---|" + "---|" * len(stages)]
-    for (hop, mode), c in sorted(table.items()):
-        lines.append(f"| {hop} | {mode} | " + " | ".join(f"{c['by_stage'].get(s, 0):.0f}" for s in stages) + " |")
+    for key, what in (("by_stage", "prompt"), ("written_by_stage", "completion")):
+        stages = sorted({stage for c in table.values() for stage in c[key]})
+        lines += ["", f"{what} tokens per question by stage:", "",
+                  "| hops | artifact | " + " | ".join(stages) + " |", "|---|---|" + "---|" * len(stages)]
+        for (hop, mode), c in sorted(table.items()):
+            lines.append(f"| {hop} | {mode} | " + " | ".join(f"{c[key].get(s, 0):.0f}" for s in stages) + " |")
     return "\n".join(lines)
 
 
