@@ -84,8 +84,10 @@ PUBLISHED = (
 def artifact_for(hop: int, data: Path, runs: Path, *, compile_limit: int, threads: int,
                  stages: str = "paper") -> Path:
     """The knn + constraints artifact compiled on the hop's dev file (made once, by `ppoga compile`); with
-    `stages="fused"` its demos are written for the fused signatures and it runs fused."""
-    out = runs / f"metaqa-{hop}hop-knn{'-fused' if stages == 'fused' else ''}.json"
+    `stages="fused"` its demos are written for the fused signatures and it runs fused. The file is named by its
+    pool size too: `questions_of` leaves out the dev questions a pool of that size holds, so an artifact built on
+    another number of questions must never be picked up in its place."""
+    out = runs / f"metaqa-{hop}hop-knn{'-fused' if stages == 'fused' else ''}-{compile_limit}q.json"
     if out.exists():
         return out
     command = [sys.executable, "-m", "ppoga_dspy", "compile", "--dataset",

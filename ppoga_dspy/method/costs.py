@@ -68,10 +68,6 @@ class Costs:
         return sum(self.prompt_tokens.values())
 
     @property
-    def total_reused_tokens(self) -> int:
-        return sum(self.reused_tokens.values())
-
-    @property
     def total_completion_tokens(self) -> int:
         return sum(self.completion_tokens.values())
 
@@ -80,7 +76,7 @@ class Costs:
             "lm_calls": self.total_calls,
             "prompt_tokens": self.total_prompt_tokens,
             "completion_tokens": self.total_completion_tokens,
-            "prompt_tokens_reused": self.total_reused_tokens,
+            "prompt_tokens_reused": sum(self.reused_tokens.values()),
             "total_tokens": self.total_prompt_tokens + self.total_completion_tokens,
             "lm_calls_by_stage": dict(self.lm_calls),
             "prompt_tokens_by_stage": dict(self.prompt_tokens),
