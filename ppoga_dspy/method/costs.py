@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ppoga_dspy.lm.usage import token_count
 from ppoga_dspy.method.vocabulary import Role, Stage
 
 
@@ -96,5 +97,4 @@ class Costs:
 def _cached_tokens(usage: dict[str, Any]) -> int:
     """The prompt tokens a reply's usage says came from a cache (0 when it does not say, or says nonsense)."""
     details = usage.get("prompt_tokens_details")
-    value = details.get("cached_tokens") if isinstance(details, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return (token_count(details.get("cached_tokens")) or 0) if isinstance(details, dict) else 0
