@@ -18,7 +18,7 @@ prompt tokens, computed prompt tokens, seconds: the issue's "at least 3x faster"
 prompt and completion tokens per question by stage, which show where each mode spends its prompt and its decoding.
 
     python benchmarks/embedded_cost_bench.py [--n 50] [--hops 1 2 3] [--split dev|test] [--seed 0]
-                                             [--block 5] [--threads 1] [--runs runs/cost] [--report-only]
+                                             [--modes paper fused] [--block 5] [--threads 1] [--runs runs/cost] [--report-only]
 
 Run it alone: a second model job on the same 2 cores makes its seconds mean nothing.
 """
@@ -59,7 +59,7 @@ def run_interleaved(hop: int, split: str, examples: list, data: Path, args: argp
     spec = f"metaqa:{data / 'metaqa' / f'{hop}hop_qa_{split}.txt'}"
     with contextlib.ExitStack() as stack:
         opened = {}
-        for mode in MODES:
+        for mode in args.modes:
             artifact = artifact_for(hop, data, args.runs, compile_limit=COMPILE_LIMIT, threads=1, stages=mode)
             settings = ProgramSettings(dataset=spec, lm=LMSettings(cache=False), program=str(artifact),
                                        seed=args.seed)  # no --stages: each artifact runs in the mode it was made for
@@ -67,7 +67,7 @@ def run_interleaved(hop: int, split: str, examples: list, data: Path, args: argp
             assert opened[mode].program.stages.value == mode, (mode, opened[mode].program.stages)
         for start in range(0, len(examples), args.block):
             block = examples[start:start + args.block]
-            for mode in MODES:
+            for mode in args.modes:
                 program = opened[mode].program
                 provenance = {"lm": opened[mode].lm_description, "program": program_fingerprint(program)}
                 run_evaluation(program, block, out=run_file(args.runs, mode, hop, split), threads=args.threads,
@@ -127,6 +127,8 @@ def main() -> int:
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--seed", type=int, default=0, help="the dev draw's seed")
     parser.add_argument("--test-seed", type=int, default=TEST_SEED, help="the test draw's seed (fixed in advance)")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+                        help="the artifacts to run (default both; the table reads every run file present)")
     parser.add_argument("--block", type=int, default=5, help="questions each artifact answers before the other")
     parser.add_argument("--threads", type=int, default=1, help="questions in flight per artifact")
     parser.add_argument("--runs", type=Path, default=Path("runs/cost"), help="folder of artifacts and run files")

@@ -53,6 +53,15 @@ def no_finish_on_a_mismatch(decision: Decision, allow: Allowance) -> Decision | 
     return None
 
 
+def no_proceed_on_nothing(decision: Decision, allow: Allowance) -> Decision | None:
+    """A step that reached no entity has not done what it asks: proceeding would run the next step from the frontier
+    before it (entities of the wrong kind), so it is retried while it may be, from the earlier candidates
+    (`correct_path` backtracks). Finishing on what is known stays the model's call."""
+    if decision is Decision.PROCEED and not allow.found_something and allow.can_retry:
+        return Decision.CORRECT_PATH
+    return None
+
+
 def no_retry_left(decision: Decision, allow: Allowance) -> Decision | None:
     """A path correction without retries left becomes a plan correction, else carries on."""
     if decision is Decision.CORRECT_PATH and not allow.can_retry:
@@ -75,7 +84,8 @@ def last_step_finishes(decision: Decision, allow: Allowance) -> Decision | None:
 
 
 #: Applied in this order, each to the result of the one before.
-RULES: tuple[Rule, ...] = (no_finish_on_a_mismatch, no_retry_left, no_replan_left, last_step_finishes)
+RULES: tuple[Rule, ...] = (no_finish_on_a_mismatch, no_proceed_on_nothing, no_retry_left, no_replan_left,
+                          last_step_finishes)
 
 
 def apply_rules(decision: Decision, allow: Allowance) -> Decision:

@@ -19,6 +19,7 @@ from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError, R
 from ppoga_dspy.method import gating
 from ppoga_dspy.method.choices import match_choices
 from ppoga_dspy.method.memory import OBSERVATION_FACTS, CarriedRelations, grouped_facts, relation_key
+from ppoga_dspy.method.named_relations import leading_on
 from ppoga_dspy.method.pruning import EmbeddingRanker, Ranker, prune, rank, ranked
 from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, open_menus, settled
@@ -164,7 +165,7 @@ class Executor(dspy.Module):
         """
         query = f"{question} {objective}"  # ranking reads the objective alone; the model also reads what to avoid
         avoid = run.memory.knowledge.avoid_text(step)
-        objective = f"{objective} (tried before and failed, avoid: {avoid})" if avoid else objective
+        objective = f"{objective}{gating.AVOID_NOTE}{avoid})" if avoid else objective
         observation = Observation()
         candidates = self._gather(run, question, objective, frontier, query, observation, step, chains,
                                   prune=not intersect, carried=carried)
@@ -198,7 +199,7 @@ class Executor(dspy.Module):
         Pruning is per group, as the paper states it: a relation with more than `prune_threshold` candidates
         keeps its most similar ones, and never crowds out a small group of another relation.
         """
-        menus = self._menus(run, frontier, chains, query, observation, step)
+        menus = leading_on(run, self._menus(run, frontier, chains, query, observation, step), objective)
         if run.fused:  # one SelectRelationPairs call for every entity the rules leave open (none when carried)
             pairs = choose_pairs(run, self.select_relation_pairs, question=question, objective=objective, menus=menus,
                                  carried=carried)
@@ -231,7 +232,8 @@ class Executor(dspy.Module):
         question alone."""
         query = f"{question} {objective}" if objective else question
         with run.muted():
-            menus = open_menus(run, self._menus(run, frontier, chains, query, Observation(), step))
+            menus = self._menus(run, frontier, chains, query, Observation(), step)
+            menus = open_menus(run, leading_on(run, menus, objective), objective)
         run.note("relations.ahead", step=step, entities=[m.entity.id for m in menus],
                  candidates=sum(len(m.shown) for m in menus))
         return menus
@@ -381,12 +383,10 @@ class Executor(dspy.Module):
     def _choose_relations(self, run: QuestionRun, question: str, objective: str, menu: Menu) -> list[Relation]:
         th = run.thresholds
         entity, shown = menu.entity, menu.shown
-        gated = settled(run, menu, Stage.SELECT_RELATIONS)  # one candidate, or a decisive margin
+        gated = settled(run, menu, Stage.SELECT_RELATIONS, objective)  # one candidate, a margin, or named
         if gated is not None:
             return gated
         shown_names = [relation_key(r) for r in shown]
-        if (named := gating.named(run, Stage.SELECT_RELATIONS, objective, shown_names, entity=entity.id)) is not None:
-            return [shown[i] for i in named]
         prediction = run.call(
             Stage.SELECT_RELATIONS, Role.EXECUTOR, self.select_relations,
             question=question, step=objective, entity=entity.describe(), candidates=shown_names,

@@ -60,11 +60,14 @@ def relation_names(text: str) -> list[str]:
 #: What a path correction appends to a step's objective for the Executor ("; still missing: ..."): Think's words,
 #: not the Planner's step, so they never name a relation for a gate or a way back (method/cycle.py writes it).
 RETRY_NOTE = "; still missing: "
+#: What the Executor appends to a retried step's objective: the paths that failed, which name relations the step
+#: must not be read as naming (method/executor.py writes it).
+AVOID_NOTE = " (tried before and failed, avoid: "
 
 
 def step_words(objective: str) -> str:
-    """The step's own objective, without what a retry appended (`RETRY_NOTE`)."""
-    return objective.split(RETRY_NOTE, 1)[0]
+    """The step's own objective, without what a retry appended (`RETRY_NOTE`, `AVOID_NOTE`)."""
+    return objective.split(AVOID_NOTE, 1)[0].split(RETRY_NOTE, 1)[0]
 
 
 @lru_cache(maxsize=4096)
@@ -109,15 +112,25 @@ def close_names(key: str, name: str) -> bool:
     return edits is not None and edits <= CLOSE_EDITS
 
 
-def named(run: QuestionRun, stage: Stage, objective: str, keys: list[str], **where: str) -> list[int] | None:
-    """The menu positions of the relations the step's objective names (`follow_named_relations`), recorded when the
-    names settle the choice: at least one and no more than `relations_per_step`; else None (the model is asked)."""
-    if not run.thresholds.follow_named_relations:
+def named_positions(run: QuestionRun, objective: str, keys: list[str]) -> list[int] | None:
+    """The menu positions of the relations the step's objective names (`follow_named_relations`) when the names
+    settle the choice: at least one and no more than `relations_per_step`; else None. Nothing is recorded, so the
+    menus shown one call ahead can leave out what the step will settle by name (relation_pairs.open_menus)."""
+    if not run.thresholds.follow_named_relations or not objective:
         return None
     objective = step_words(objective)  # a retry's appended Think text names no relation the Planner chose
     found = [i for i, key in enumerate(keys) if names_verbatim(key, objective)] or [
         i for i, key in enumerate(keys) if names_relation(key, objective)]  # a name a letter off only if none is exact
     if not found or len(found) > run.thresholds.relations_per_step:
+        return None
+    return found
+
+
+def named(run: QuestionRun, stage: Stage, objective: str, keys: list[str], **where: str) -> list[int] | None:
+    """`named_positions`, recorded when the names settle the choice; None: the model is asked. The same rule in
+    both stage modes (SelectRelations per entity, SelectRelationPairs per menu)."""
+    found = named_positions(run, objective, keys)
+    if found is None:
         return None
     run.costs.add_gated(stage)
     run.note(f"{stage}.gated", reason="named by the step", chosen=[keys[i] for i in found], **where)

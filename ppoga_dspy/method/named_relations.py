@@ -19,8 +19,12 @@ counts: `written_by`, `people.person.place_of_birth`, a Wikidata `P26`, a camelC
 relation counts in either direction: a plan that writes `directed_by` from a director means the films it directed
 (the Executor's menu shows `directed_by (reverse)`), and must not be carried a hop further.
 
-Both are traced ("named_relation.back", "named_relation.again") and cost KG queries only (a relation list per
-entity, memoised per question), never an LM call.
+- while the step acts (`leading_on`, with `Thresholds.follow_named_relations`): when some frontier entities have a
+  relation the step names, only they are explored; the others would follow whatever their menus offer (a film
+  without a language follows its actors) and put facts of the wrong kind beside the answer.
+
+All are traced ("named_relation.back", "named_relation.again", "named_relation.only") and cost KG queries only (a
+relation list per entity, memoised per question), never an LM call.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ppoga_dspy.kg.base import Direction, Entity, KGError, KGUnavailableError
 from ppoga_dspy.method.gating import names_relation, step_words
 from ppoga_dspy.method.memory import REVERSE, relation_key
 from ppoga_dspy.method.question_run import QuestionRun
+from ppoga_dspy.method.relation_pairs import Menu
 
 
 def names_either_way(key: str, objective: str) -> bool:
@@ -87,3 +92,18 @@ def bridges(run: QuestionRun, objective: str, paths: list[tuple[str, str, str]],
     for entity in reached[:limit]:
         ahead += [key for key in named_on(run, entity, objective) if key not in ahead]
     return ahead
+
+
+def leading_on(run: QuestionRun, menus: list[Menu], objective: str) -> list[Menu]:
+    """The menus that hold a relation the step names (either way), when any does; else all of them. A frontier
+    entity without the named relation has nothing the step asks for: exploring it costs a choice (an LM call when
+    its menu is open) and puts another relation's facts where the step's answer is read."""
+    if not run.thresholds.follow_named_relations:
+        return menus
+    words = step_words(objective)
+    naming = [m for m in menus if any(names_either_way(relation_key(r), words) for r in m.shown)]
+    if not naming or len(naming) == len(menus):
+        return menus
+    run.note("named_relation.only", kept=[m.entity.id for m in naming],
+             left=[m.entity.id for m in menus if m not in naming])
+    return naming

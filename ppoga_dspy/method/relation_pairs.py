@@ -2,8 +2,9 @@
 
 Paper mode asks `SelectRelations` once per frontier entity with two or more relations; the calls
 read the same question and step, so fused mode asks once with every entity's ranked relations as
-"entity: relation" candidates. The rules stay per entity: an entity with one relation, or whose
-ranking is decisive (`gate_margin`), is settled without the model; each entity follows at most
+"entity: relation" candidates. The rules stay per entity, the same as paper mode's: an entity with one
+relation, whose ranking is decisive (`gate_margin`), or whose menu holds the relations the step's objective
+names (`follow_named_relations`), is settled without the model; each entity follows at most
 `relations_per_step` relations; an entity the reply names no valid pair for falls back to its
 best-ranked relation, as in paper mode, and the trace says so.
 
@@ -37,20 +38,27 @@ class Menu:
         return [f"{self.entity.describe()}: {relation_key(r)}" for r in self.shown]
 
 
-def settled(run: QuestionRun, menu: Menu, stage: Stage = Stage.SELECT_RELATION_PAIRS) -> list[Relation] | None:
-    """The relations an entity follows without the model (one candidate, or a decisive margin), else None."""
+def settled(run: QuestionRun, menu: Menu, stage: Stage = Stage.SELECT_RELATION_PAIRS,
+            objective: str = "") -> list[Relation] | None:
+    """The relations an entity follows without the model (one candidate, a decisive margin, or the relations the
+    step's objective names), else None. One rule for both stage modes: a fused step is gated as a paper one."""
     first = relation_key(menu.shown[0])
     if len(menu.shown) == 1:
         gating.only_one(run, stage, first, entity=menu.entity.id)
         return menu.shown
     if gating.decisive(run, stage, menu.scores, first, entity=menu.entity.id):
         return menu.shown[:1]
+    names = [relation_key(r) for r in menu.shown]
+    if (found := gating.named(run, stage, objective, names, entity=menu.entity.id)) is not None:
+        return [menu.shown[i] for i in found]
     return None
 
 
-def open_menus(run: QuestionRun, menus: list[Menu]) -> list[Menu]:
-    """The menus `settled` leaves to the model (more than one relation, no decisive margin), recording nothing."""
-    return [m for m in menus if len(m.shown) > 1 and not gating.beats_margin(run, m.scores)]
+def open_menus(run: QuestionRun, menus: list[Menu], objective: str = "") -> list[Menu]:
+    """The menus `settled` leaves to the model (more than one relation, no decisive margin, no relation the
+    objective names), recording nothing."""
+    return [m for m in menus if len(m.shown) > 1 and not gating.beats_margin(run, m.scores)
+            and gating.named_positions(run, objective, [relation_key(r) for r in m.shown]) is None]
 
 
 def menu_lines(menus: list[Menu]) -> list[str]:
@@ -78,7 +86,7 @@ def choose_pairs(run: QuestionRun, predictor, *, question: str, objective: str, 
                  carried: CarriedRelations | None = None) -> list[tuple[Entity, Relation]]:
     """(entity, relation) to follow, in frontier order; one LM call for every entity the rules leave open, unless
     a valid choice was carried from the call before (`carried_indices`)."""
-    decided = {id(m): settled(run, m) for m in menus}
+    decided = {id(m): settled(run, m, objective=objective) for m in menus}
     asked = [m for m in menus if decided[id(m)] is None]
     if asked:
         lines = menu_lines(asked)

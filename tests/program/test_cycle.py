@@ -22,6 +22,10 @@ from ppoga_dspy.signatures import Evaluate, Think
         (Decision.REPLAN, Allowance(False, False, False, False), Decision.FINISH),
         (Decision.PROCEED, Allowance(True, True, True, True), Decision.FINISH),
         (Decision.CORRECT_PATH, Allowance(True, True, True, False), Decision.CORRECT_PATH),
+        # a step that reached nothing is retried, not proceeded past, while it may be; without retries it carries on
+        (Decision.PROCEED, Allowance(True, True, False, False), Decision.CORRECT_PATH),
+        (Decision.PROCEED, Allowance(False, True, False, False), Decision.PROCEED),
+        (Decision.FINISH, Allowance(True, True, False, False), Decision.FINISH),  # finishing on what is known
     ],
 )
 def test_caps_are_applied_as_rules(decision, allow, applied):

@@ -233,3 +233,39 @@ def test_a_retrys_appended_think_text_does_not_gate_choices(graph):
              if g["outputs"]["reason"] == "named by the step"]
     assert named and all(chosen == ["has_genre"] for chosen in named)  # never Think's written_by
     assert prediction.answers == ["Drama"]
+
+
+def test_the_failed_paths_a_retry_is_told_to_avoid_name_no_relation_of_the_step():
+    from ppoga_dspy.method.gating import AVOID_NOTE, RETRY_NOTE, step_words
+
+    objective = f"follow relation has_genre{AVOID_NOTE}Film_A -written_by){RETRY_NOTE}the written_by of Film_A"
+    assert step_words(objective) == "follow relation has_genre"
+
+
+@pytest.fixture
+def films_of_dora_with_actors(graph):
+    """Three films by Dora: two with a language, one with only its actor."""
+    return graph(["Dora directed Film_one", "Dora directed Film_two", "Dora directed Film_three",
+                  "Film_one starred_actors Ann", "Film_two in_language German", "Film_three in_language French"])
+
+
+@pytest.mark.parametrize("mode", ["paper", "fused"])
+def test_frontier_entities_without_the_named_relation_are_not_explored(films_of_dora_with_actors, mode):
+    """The step names in_language; Film_one has only an actor. Exploring it would follow starred_actors (its one
+    relation, no call needed) and put Ann beside the languages: with the named gate on it is left out, in both stage
+    modes, and the trace says so."""
+    from tests.program.test_stage_modes import ask
+
+    handlers = gold_path_handlers({LANGUAGES: {"relations": ["directed", "in_language"],
+                                               "entities": ["Film_two", "German"], "answers": ["German", "French"]}})
+    prediction, _ = ask(films_of_dora_with_actors, handlers, mode=mode, question=LANGUAGES, topics={"Dora": "Dora"},
+                        follow_named_relations=True)
+    second = prediction.memory["step_cycles"][1]
+    assert sorted(p[0] for p in second["paths"]) == ["Film_three", "Film_two"]
+    assert "Ann" not in second["observation"]
+    (note,) = stages(prediction, "named_relation.only")
+    assert note["outputs"]["left"] == ["Film_one"]
+    assert sorted(prediction.answers) == ["French", "German"]
+    wide, _ = ask(films_of_dora_with_actors, handlers, mode=mode, question=LANGUAGES, topics={"Dora": "Dora"},
+                  follow_named_relations=False)  # off: every frontier entity is explored, as the paper's Executor
+    assert "Film_one" in [p[0] for p in wide.memory["step_cycles"][1]["paths"]]

@@ -172,6 +172,23 @@ def test_gated_choices_skip_the_call_and_are_recorded(demo_kg, mode):
     assert never.costs["lm_calls_by_stage"] == off.costs["lm_calls_by_stage"]
 
 
+@pytest.mark.parametrize("mode", ["paper", "fused"])
+def test_a_relation_the_step_names_is_followed_without_the_call_in_both_modes(demo_kg, mode):
+    # the gold-path plan writes "follow relation r": with the named gate on, no relation choice is asked in either
+    # mode, and fused mode shows no menu ahead for a step whose menus the names settle (no tokens spent on them)
+    handlers = carrying_nothing(gold_path_handlers(GOLD)) if mode == "fused" else gold_path_handlers(GOLD)
+    on, engine = ask(demo_kg, handlers, mode=mode, follow_named_relations=True)
+    stage = "select_relations" if mode == "paper" else "select_relation_pairs"
+    gated = stages(on, f"{stage}.gated")
+    assert [e["outputs"]["chosen"] for e in gated if e["outputs"]["reason"] == "named by the step"] == [
+        ["film.film.directed_by"], ["people.person.place_of_birth"]]
+    assert stage not in on.costs["lm_calls_by_stage"] and on.costs["gated_by_stage"][stage] == len(gated)
+    assert on.answers == ["London"]
+    if mode == "fused":
+        ahead = [inputs["candidates"] for name, inputs in engine.requests if name == "ThinkEvaluate"]
+        assert ahead[0] == [], "step 2's menu is settled by its name: the call before it is shown none"
+
+
 def test_stage_mode_is_a_program_option_with_paper_as_default(demo_kg):
     assert PPoGA(demo_kg).stages is StageMode.PAPER
     assert PPoGA(demo_kg, stages="fused").stages is StageMode.FUSED
