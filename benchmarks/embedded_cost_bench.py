@@ -18,7 +18,8 @@ prompt tokens, computed prompt tokens, seconds: the issue's "at least 3x faster"
 prompt and completion tokens per question by stage, which show where each mode spends its prompt and its decoding.
 
     python benchmarks/embedded_cost_bench.py [--n 50] [--hops 1 2 3] [--split dev|test] [--seed 0]
-                                             [--modes paper fused] [--block 5] [--threads 1] [--runs runs/cost] [--report-only]
+                                             [--modes paper fused] [--block 5] [--threads 1] [--runs runs/cost]
+                                             [--report-only]
 
 Run it alone: a second model job on the same 2 cores makes its seconds mean nothing.
 """
