@@ -386,7 +386,7 @@ class Executor(dspy.Module):
         gated = settled(run, menu, Stage.SELECT_RELATIONS, objective)  # one candidate, a margin, or named
         if gated is not None:
             return gated
-        shown_names = [relation_key(r) for r in shown]
+        shown_names = menu.keys
         prediction = run.call(
             Stage.SELECT_RELATIONS, Role.EXECUTOR, self.select_relations,
             question=question, step=objective, entity=entity.describe(), candidates=shown_names,

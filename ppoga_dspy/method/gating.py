@@ -116,9 +116,9 @@ def named_positions(run: QuestionRun, objective: str, keys: list[str]) -> list[i
     """The menu positions of the relations the step's objective names (`follow_named_relations`) when the names
     settle the choice: at least one and no more than `relations_per_step`; else None. Nothing is recorded, so the
     menus shown one call ahead can leave out what the step will settle by name (relation_pairs.open_menus)."""
-    if not run.thresholds.follow_named_relations or not objective:
+    if not run.thresholds.follow_named_relations:
         return None
-    objective = step_words(objective)  # a retry's appended Think text names no relation the Planner chose
+    objective = step_words(objective)  # what a retry appended (Think's words, the failed paths) is not the step's
     found = [i for i, key in enumerate(keys) if names_verbatim(key, objective)] or [
         i for i, key in enumerate(keys) if names_relation(key, objective)]  # a name a letter off only if none is exact
     if not found or len(found) > run.thresholds.relations_per_step:

@@ -101,9 +101,10 @@ def leading_on(run: QuestionRun, menus: list[Menu], objective: str) -> list[Menu
     if not run.thresholds.follow_named_relations:
         return menus
     words = step_words(objective)
-    naming = [m for m in menus if any(names_either_way(relation_key(r), words) for r in m.shown)]
-    if not naming or len(naming) == len(menus):
+    naming = [any(names_either_way(key, words) for key in m.keys) for m in menus]
+    if all(naming) or not any(naming):
         return menus
-    run.note("named_relation.only", kept=[m.entity.id for m in naming],
-             left=[m.entity.id for m in menus if m not in naming])
-    return naming
+    kept = [m for m, names in zip(menus, naming, strict=True) if names]
+    run.note("named_relation.only", kept=[m.entity.id for m in kept],
+             left=[m.entity.id for m, names in zip(menus, naming, strict=True) if not names])
+    return kept

@@ -34,22 +34,26 @@ class Menu:
     shown: list[Relation]
     scores: list[float]
 
+    @property
+    def keys(self) -> list[str]:
+        """The shown relations as the model reads them ("written_by", "written_by (reverse)")."""
+        return [relation_key(r) for r in self.shown]
+
     def lines(self) -> list[str]:
-        return [f"{self.entity.describe()}: {relation_key(r)}" for r in self.shown]
+        return [f"{self.entity.describe()}: {key}" for key in self.keys]
 
 
 def settled(run: QuestionRun, menu: Menu, stage: Stage = Stage.SELECT_RELATION_PAIRS,
             objective: str = "") -> list[Relation] | None:
     """The relations an entity follows without the model (one candidate, a decisive margin, or the relations the
     step's objective names), else None. One rule for both stage modes: a fused step is gated as a paper one."""
-    first = relation_key(menu.shown[0])
+    keys = menu.keys
     if len(menu.shown) == 1:
-        gating.only_one(run, stage, first, entity=menu.entity.id)
+        gating.only_one(run, stage, keys[0], entity=menu.entity.id)
         return menu.shown
-    if gating.decisive(run, stage, menu.scores, first, entity=menu.entity.id):
+    if gating.decisive(run, stage, menu.scores, keys[0], entity=menu.entity.id):
         return menu.shown[:1]
-    names = [relation_key(r) for r in menu.shown]
-    if (found := gating.named(run, stage, objective, names, entity=menu.entity.id)) is not None:
+    if (found := gating.named(run, stage, objective, keys, entity=menu.entity.id)) is not None:
         return [menu.shown[i] for i in found]
     return None
 
@@ -58,7 +62,7 @@ def open_menus(run: QuestionRun, menus: list[Menu], objective: str = "") -> list
     """The menus `settled` leaves to the model (more than one relation, no decisive margin, no relation the
     objective names), recording nothing."""
     return [m for m in menus if len(m.shown) > 1 and not gating.beats_margin(run, m.scores)
-            and gating.named_positions(run, objective, [relation_key(r) for r in m.shown]) is None]
+            and gating.named_positions(run, objective, m.keys) is None]
 
 
 def menu_lines(menus: list[Menu]) -> list[str]:
