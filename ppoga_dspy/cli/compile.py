@@ -11,6 +11,7 @@ from ppoga_dspy.scripted.specs import is_scripted_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from ppoga_dspy.method.demo_trim import DEMO_CHARS, DEMO_ITEMS
     from ppoga_dspy.optimizers.names import OPTIMIZERS
 
     cmd = common.dataset_command(
@@ -38,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmd.add_argument("--k", type=common.at_least(1), default=3,
                      help="knn: demos per call, one from each of the K training questions nearest to the question "
                           "(default 3)")
+    cmd.add_argument("--demo-chars", type=common.at_least(0), default=DEMO_CHARS,
+                     help=f"knn: a demo's input texts are cut to N characters (default {DEMO_CHARS}; 0: shown whole)")
+    cmd.add_argument("--demo-items", type=common.at_least(0), default=DEMO_ITEMS,
+                     help=f"knn: a demo's input lists are cut to N items, the ones its reply names first (default "
+                          f"{DEMO_ITEMS}; 0: shown whole)")
     cmd.add_argument("--steps", type=common.at_least(1), default=200,
                      help="finetune: LoRA training steps (default 200)")
     cmd.add_argument("--bf16", action="store_true", help="finetune: train in bf16 (where the CPU supports it)")
@@ -151,6 +157,7 @@ def _compile(args: argparse.Namespace) -> int:
                                  seed=args.seed, auto=args.auto, trials=args.trials,
                                  max_metric_calls=args.max_metric_calls,
                                  log_dir=str(log_dir) if log_dir else None, k=args.k,
+                                 demo_trim=_demo_trim(args),
                                  teacher_name=args.teacher_lm or "",
                                  provenance=_provenance(args, program, lm_description, trainset + (selectset or [])))
         scores = {**result.scores, "reported_on": args.dev_split if devset else None,
@@ -241,3 +248,10 @@ def _finetune(args: argparse.Namespace, program, trainset: list, teacher, lm_des
               f"{result.first_loss:.3f} -> {result.last_loss:.3f}")
         print(f"wrote {args.out} and {result.adapter}/")
     return 0
+
+
+def _demo_trim(args: argparse.Namespace):
+    """`--demo-chars` / `--demo-items` as the pool's trim (0: that part of a demo shown whole)."""
+    from ppoga_dspy.method.demo_trim import DemoTrim
+
+    return DemoTrim(args.demo_chars or None, args.demo_items or None)

@@ -9,9 +9,9 @@ The contract: what `lm/embedded.py` calls
 -----------------------------------------
 - `EmbeddedGenerator`, the base class of `EmbeddedEngine`:
   - the constructor `(name=None, *, prompt_style, default_max_tokens, guide_adapter_fields, legacy, dtype,
-    prefix_cache, stop_loops, speculate, constrain, adapter)` checks the settings (raising
+    prefix_cache, stop_loops, speculate, constrain, free_text_tokens, adapter)` checks the settings (raising
     `InferenceConfigError`) and keeps the attributes `EmbeddedEngine.dump_state` saves (`name`,
-    `prompt_style`, `default_max_tokens`, `guide_adapter_fields`, `legacy`, `dtype`, `constrain`,
+    `prompt_style`, `default_max_tokens`, `guide_adapter_fields`, `legacy`, `dtype`, `constrain`, `free_text_tokens`,
     `adapter`, `adapter_digest`); it loads nothing;
   - `generate(chat, *, max_tokens, temperature, top_p, stop, seed) -> Generation` answers one
     `[{"role", "content"}]` chat: `Generation(text, prompt_tokens, completion_tokens, finish_reason)`,

@@ -5,12 +5,15 @@ A tiny model asked to "copy the relation names exactly from the candidates" para
 names or writes prose, and the Executor then falls back to the best-ranked candidate. The engine
 already writes the `[[ ## field ## ]]` headers itself (field-guided decoding); with constraints it
 also writes the structure of three kinds of value and lets the model choose only where a choice is
-real:
+real, and caps the length of a fourth:
 
 - a *choice* (`list[str]` output whose candidates are in the prompt's `candidates` input: the
   Executor's `relations` and `entities`): a JSON list of one to `CHOICE_LIMIT` candidate names, each
-  decoded through a trie of the candidates' tokens, so every name is exactly one of them;
+  decoded through a trie of the candidates' tokens, so every name is exactly one of them; with no candidates
+  (`[]`, the fused evaluation after the last step) it is `[]`, where a free model listed relations it made up;
 - a *one-of* (`Literal[...]` output, e.g. Evaluate's `decision`): exactly one of the literals;
+- a *free text* (`str` output): written freely, at most `FREE_TEXT_TOKENS` tokens, so that a model that lists
+  what it saw instead of writing the one sentence asked for stops there;
 - an *object list* (`list[Model]` whose JSON schema items are objects of string properties, e.g.
   Decompose's `steps`, Replan's `new_steps`): `[{"objective": "...", "action": "explore", ...}]`,
   the keys and punctuation written by the engine, the strings by the model, and a property with a
@@ -35,7 +38,7 @@ from typing import Any
 
 #: Bumped whenever the constrained decoder writes different replies for the same prompt: it is part of the
 #: engine's identity (`EmbeddedEngine.dump_state`), so the response cache never serves an older decoder's reply.
-RULES_VERSION = 5
+RULES_VERSION = 6
 #: Names chosen at most per choice field: the Executor follows at most 3 relations / entities per step by
 #: default (`relations_per_step`, `entities_per_step`), so a fourth would be cut anyway.
 CHOICE_LIMIT = 3
@@ -43,6 +46,10 @@ CHOICE_LIMIT = 3
 OBJECT_LIMIT = 4
 #: Tokens at most per free string inside an object (a step's objective or expected outcome).
 STRING_TOKENS = 48
+#: Tokens at most per free-text (`str`) output field, by default (`FreeText`): the teacher's demos write one sentence
+#: per field (a thought, a reason, a prediction: 10 to 70 tokens), while a tiny model lists every entity it saw for
+#: two hundred tokens, and on the CPU a written token costs as much as twenty-five read ones.
+FREE_TEXT_TOKENS = 48
 #: Output fields that choose among the prompt's `candidates` even without "from the candidates" in their description.
 CHOICE_FIELDS = ("relations", "entities")
 #: The output field that names answers; given an `evidence` input, it chooses among the evidence's names.
@@ -97,7 +104,14 @@ class ObjectList:
         return dict(self.options).get(name)
 
 
-Constraint = Choice | OneOf | ObjectList
+@dataclass(frozen=True)
+class FreeText:
+    """A free-text value of at most `limit` tokens, cut back to its last whole word when it runs over."""
+
+    limit: int = FREE_TEXT_TOKENS
+
+
+Constraint = Choice | OneOf | ObjectList | FreeText
 
 
 @dataclass
@@ -229,15 +243,20 @@ def is_choice_field(name: str, type_text: str, description: str) -> bool:
     return type_text == "list[str]" and (name in CHOICE_FIELDS or "from the candidates" in description)
 
 
-def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
-    """Output field -> its constraint, for the fields of this prompt that have one (others are decoded freely)."""
+def constraints_for(chat: Sequence[dict[str, str]], *, free_text_tokens: int = FREE_TEXT_TOKENS,
+                    ) -> dict[str, Constraint]:
+    """Output field -> its constraint, for the fields of this prompt that have one (others are decoded freely).
+
+    A `str` field is capped at `free_text_tokens` (0: no cap)."""
     prompt = read_prompt(chat)
     found: dict[str, Constraint] = {}
     candidates = _string_list(prompt.inputs.get("candidates"))
+    if candidates is None and prompt.inputs.get("candidates", "").strip() == "[]":
+        candidates = []  # nothing to choose from: the choice is `[]`, written without a decoded token
     evidence = _string_list(prompt.inputs.get("evidence"))
     for name in prompt.outputs:
         type_text = prompt.types.get(name, "str")
-        if candidates and is_choice_field(name, type_text, prompt.descriptions.get(name, "")):
+        if candidates is not None and is_choice_field(name, type_text, prompt.descriptions.get(name, "")):
             found[name] = Choice(choice_options(candidates))
         elif type_text == "list[str]" and name == ANSWER_FIELD and evidence and (names := evidence_names(evidence)):
             found[name] = Choice(names)
@@ -245,6 +264,8 @@ def constraints_for(chat: Sequence[dict[str, str]]) -> dict[str, Constraint]:
             found[name] = OneOf(options)
         elif type_text.startswith("list[") and (objects := object_list(prompt.schemas.get(name))):
             found[name] = in_demo_order(objects, demo_keys(chat, name))
+        elif type_text == "str" and free_text_tokens > 0:
+            found[name] = FreeText(free_text_tokens)
     return found
 
 

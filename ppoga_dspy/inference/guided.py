@@ -119,7 +119,8 @@ class EmbeddedGenerator(Decoder):
         if temperature is not None and temperature > 0:
             sampling = {"do_sample": True, "temperature": float(temperature), "top_p": top_p, "top_k": None}
         fields = adapter_output_fields(chat) if self.guide_adapter_fields and plan is None else []
-        constraints = _constraints.constraints_for(chat) if fields and self.constrain else {}
+        constraints = (_constraints.constraints_for(chat, free_text_tokens=self.free_text_tokens)
+                       if fields and self.constrain else {})
         threads = None if self.legacy else self.threads
         with loaded.lock, _TorchThreads(threads):
             store = loaded.prefix_cache if self.prefix_cache and not self.legacy else None
@@ -272,6 +273,12 @@ class EmbeddedGenerator(Decoder):
         stops: Sequence[str], sampling: dict,
     ) -> tuple[str, int]:
         """The value of one constrained field written after `text`, and the tokens it cost."""
+        if isinstance(constraint, _constraints.FreeText):
+            raw = self._raw(loaded, text, max(1, min(constraint.limit, budget)), stops, sampling)
+            value = raw.text.strip()
+            if not raw.stopped and raw.new_tokens >= constraint.limit:
+                value = _whole_words(value)
+            return value, raw.new_tokens
         if isinstance(constraint, _constraints.Choice):
             value = self._choice(loaded, text, constraint, sampling)
         elif isinstance(constraint, _constraints.OneOf):
@@ -390,3 +397,11 @@ class EmbeddedGenerator(Decoder):
         if store is not None and fed:
             store.put(fed, kv)  # the cache holds exactly the positions of `fed`
         return trie.ended(node), picked
+
+
+def _whole_words(text: str) -> str:
+    """`text` cut by a token cap, less the word the cap may have split (a text of one word is kept whole)."""
+    if not text or text[-1] in " .,;:!?)]\"'":
+        return text.rstrip()
+    head, space, _ = text.rpartition(" ")
+    return head.rstrip(" ,;:") if space and head.strip() else text

@@ -1,4 +1,5 @@
-"""The engine's switches read from the environment: compute dtype, torch threads, legacy path, constraints.
+"""The engine's switches read from the environment: compute dtype, torch threads, legacy path, constraints,
+the free-text cap.
 
 Each switch is an environment variable so that a benchmark or a shared machine can flip it without a flag;
 a bad value is a one-line `InferenceConfigError` naming the variable.
@@ -20,6 +21,8 @@ THREADS_ENV = "PPOGA_EMBEDDED_THREADS"
 LEGACY_ENV = "PPOGA_EMBEDDED_LEGACY"
 #: `0` turns the decode-time constraints off (`constrain=False`; `inference/constraints.py`): kept to measure against.
 CONSTRAIN_ENV = "PPOGA_EMBEDDED_CONSTRAIN"
+#: Tokens at most per free-text output field (`constraints.FreeText`); `0` lifts the cap: kept to measure against.
+FREE_TEXT_TOKENS_ENV = "PPOGA_EMBEDDED_FREE_TEXT_TOKENS"
 DTypeName = Literal["auto", "bfloat16", "float32"]
 
 
@@ -67,6 +70,21 @@ def constrain_from_environment() -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise InferenceConfigError(f"{CONSTRAIN_ENV} must be 1 or 0 (on or off), not {value!r}")
+
+
+def free_text_tokens_from_environment(default: int) -> int:
+    """Tokens at most per free-text field: $PPOGA_EMBEDDED_FREE_TEXT_TOKENS, else `default` (`0`: no cap)."""
+    value = os.environ.get(FREE_TEXT_TOKENS_ENV, "").strip()
+    if not value:
+        return default
+    try:
+        tokens = int(value)
+    except ValueError:
+        tokens = -1
+    if tokens < 0:
+        raise InferenceConfigError(f"{FREE_TEXT_TOKENS_ENV} must be a whole number of tokens (0: no cap), "
+                                   f"not {value!r}")
+    return tokens
 
 
 def embedded_threads() -> int:

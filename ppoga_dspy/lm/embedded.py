@@ -53,7 +53,7 @@ class EmbeddedEngine(EmbeddedGenerator):
         mode = "legacy" if self.legacy else f"dtype={self.dtype or 'auto'}"
         extra = f", adapter={self.adapter_digest}" if self.adapter else ""
         return (f"EmbeddedEngine({self.name!r}, prompt_style={self.prompt_style!r}, {mode}, "
-                f"constrain={self.constrain}{extra})")
+                f"constrain={self.constrain}, free_text_tokens={self.free_text_tokens}{extra})")
 
     def with_adapter(self, adapter: str | Path | None) -> EmbeddedEngine:
         """This engine's settings on the model with the LoRA adapter `adapter` merged in (None: the base model)."""
@@ -76,6 +76,7 @@ class EmbeddedEngine(EmbeddedGenerator):
             "dtype": self.dtype,
             "constrain": self.constrain,
             "constraint_rules": CONSTRAINT_RULES_VERSION if self.constrain else None,  # identity only
+            "free_text_tokens": self.free_text_tokens if self.constrain else None,
             "decoder": None if self.legacy else DECODER_VERSION,  # identity only
             # The adapter's path and the hash of its files: a cache key, so replies of the base model are
             # never served for the adapted one (nor for a retrained adapter at the same path).
@@ -93,6 +94,7 @@ class EmbeddedEngine(EmbeddedGenerator):
             legacy=state.get("legacy"),
             dtype=state.get("dtype"),
             constrain=state.get("constrain"),
+            free_text_tokens=state.get("free_text_tokens"),
             adapter=state.get("adapter"),
         )
 

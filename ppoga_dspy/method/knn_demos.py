@@ -32,6 +32,7 @@ from typing import Any
 import dspy
 
 from ppoga_dspy.errors import ArtifactError, ConfigError
+from ppoga_dspy.method.demo_trim import DemoTrim
 
 EMBEDDER = "all-MiniLM-L6-v2"
 POOL_FORMAT = "ppoga-dspy/knn-pool/1"
@@ -98,6 +99,7 @@ class DemoPool:
     k: int = 3
     teacher: str = ""
     embedder: str = EMBEDDER
+    trim: DemoTrim = field(default_factory=DemoTrim)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -112,7 +114,7 @@ class DemoPool:
         self.__dict__.update(state, _cache={}, _lock=threading.Lock())
 
     @classmethod
-    def from_traces(cls, traces: list[Any], *, k: int, teacher: str = "") -> DemoPool:
+    def from_traces(cls, traces: list[Any], *, k: int, teacher: str = "", trim: DemoTrim | None = None) -> DemoPool:
         """One pool question per trace (`optimizers.traces.QuestionTrace`: `question`, `stages`); duplicate
         question texts keep their first trace."""
         if not 1 <= k <= MAX_K:
@@ -132,7 +134,8 @@ class DemoPool:
                 records.setdefault(stage.predictor, []).append((index, fields))
         # rounded to float16 now, as stored, so the compiled program and its reloaded artifact rank alike
         embeddings = embed_questions(questions).astype("float16").astype("float32")
-        return cls(questions=questions, embeddings=embeddings, records=records, k=k, teacher=teacher)
+        return cls(questions=questions, embeddings=embeddings, records=records, k=k, teacher=teacher,
+                   trim=trim or DemoTrim())
 
     # -- selection ------------------------------------------------------------------------------
 
@@ -161,7 +164,8 @@ class DemoPool:
 
         Of a neighbour's records for this stage (a question walks several hops, so it calls
         `select_relations` more than once) the one whose other inputs share most words with this
-        call's is taken: the hop-2 demo for a hop-2 call. The nearest question's demo comes last.
+        call's is taken: the hop-2 demo for a hop-2 call. The nearest question's demo comes last. Its inputs
+        are cut by the pool's `trim`.
         """
         stage = self.records.get(predictor)
         question = inputs.get("question")
@@ -177,7 +181,7 @@ class DemoPool:
             if not options:
                 continue
             best = max(options, key=lambda f: _overlap(words, _words({k: f.get(k) for k in inputs if k != "question"})))
-            values = dict(best)
+            values = self.trim.apply(best, [k for k in inputs if k != "question"])
             values.setdefault("question", self.questions[index])
             chosen.append(dspy.Example(**values))
             if len(chosen) == self.k:
@@ -196,6 +200,7 @@ class DemoPool:
             "k": self.k,
             "teacher": self.teacher,
             "embedder": self.embedder,
+            "trim": self.trim.to_dict(),
             "questions": self.questions,
             "embeddings": {"dtype": "float16", "shape": list(matrix.shape),
                            "base64": base64.b64encode(matrix.tobytes()).decode("ascii")},
@@ -232,7 +237,8 @@ class DemoPool:
         if bad:
             raise ArtifactError(f"the knn pool names question {bad[0]}, outside its {len(questions)} questions")
         return cls(questions=questions, embeddings=matrix, records=records, k=k,
-                   teacher=str(data.get("teacher", "")), embedder=str(data.get("embedder", EMBEDDER)))
+                   teacher=str(data.get("teacher", "")), embedder=str(data.get("embedder", EMBEDDER)),
+                   trim=DemoTrim.from_dict(data.get("trim")))
 
 
 def _words(values: dict[str, Any]) -> set[str]:

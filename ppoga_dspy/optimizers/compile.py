@@ -133,6 +133,7 @@ def compile_program(
     max_metric_calls: int | None = None,
     log_dir: str | None = None,
     k: int = 3,
+    demo_trim: Any = None,
     teacher_name: str = "",
     provenance: dict[str, Any] | None = None,
 ) -> CompileResult:
@@ -141,7 +142,8 @@ def compile_program(
     `selectset`: the questions random search, MIPROv2 and GEPA select on (None: held out of trainset,
     `held_out_for_selection`). `prompt_lm` (MIPROv2) and `reflection_lm` (GEPA) default to the teacher,
     else the student. Budgets: `auto`, or `trials` (MIPROv2, with `num_candidates`), or
-    `max_metric_calls` (GEPA). Any LM argument may be a model string. With `log_dir`, MIPROv2 keeps each
+    `max_metric_calls` (GEPA); knn's `k` demos per call, each cut by `demo_trim` (`knn_demos.DemoTrim`; None: its
+    defaults). Any LM argument may be a model string. With `log_dir`, MIPROv2 keeps each
     trial's score there and a rerun skips the finished trials; `provenance` (what the run is for) is checked
     against the folder's record before any work, and a mismatch refused.
     """
@@ -175,7 +177,7 @@ def compile_program(
             from ppoga_dspy.optimizers.knn import compile_knn
 
             compiled = compile_knn(program, trainset, teacher_lm=teacher_lm, k=k, threads=threads,
-                                   teacher_name=teacher_name)
+                                   teacher_name=teacher_name, trim=demo_trim)
         else:
             budget = Budget(auto=auto, trials=trials, max_metric_calls=max_metric_calls, log_dir=log_dir,
                             num_candidates=num_candidates, scores=store)

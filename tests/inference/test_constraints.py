@@ -7,8 +7,10 @@ import dspy
 import pytest
 
 from ppoga_dspy.inference.constraints import (
+    FREE_TEXT_TOKENS,
     RULES_VERSION,
     Choice,
+    FreeText,
     ObjectList,
     OneOf,
     TokenTrie,
@@ -17,12 +19,13 @@ from ppoga_dspy.inference.constraints import (
     evidence_names,
     read_prompt,
 )
-from ppoga_dspy.inference.options import CONSTRAIN_ENV
+from ppoga_dspy.inference.guided import _whole_words
+from ppoga_dspy.inference.options import CONSTRAIN_ENV, FREE_TEXT_TOKENS_ENV
 from ppoga_dspy.lm.embedded import EmbeddedEngine
 from ppoga_dspy.lm.errors import LMConfigError
 from ppoga_dspy.lm.guard import engine_identity
 from ppoga_dspy.signatures.executor import SelectEntities, SelectRelations
-from ppoga_dspy.signatures.planner import Answer, Decompose, Evaluate, PlanStep, Replan, Think
+from ppoga_dspy.signatures.planner import Answer, Decompose, Evaluate, PlanStep, Replan, Think, ThinkEvaluate
 from ppoga_dspy.signatures.vocabulary import Decision, StepAction
 
 RELATIONS = ["zq.member_of_squad", "zq.member_of_squad (reverse)", "wc.player.plays_for", "wc.coach"]
@@ -34,28 +37,42 @@ def chat_for(signature, **inputs):
     return dspy.ChatAdapter().format(signature, demos=[], inputs=inputs)
 
 
+def choices_of(chat):
+    """The constraints of a prompt that choose or shape a value (the free-text cap left out)."""
+    return constraints_for(chat, free_text_tokens=0)
+
+
 def relations_chat():
     return chat_for(SelectRelations, question="Which club does Messi play for?", step="find the club of the player",
                     entity="Lionel Messi", candidates=RELATIONS)
 
 
 def test_choice_fields_read_their_candidates_from_the_prompt():
-    assert constraints_for(relations_chat()) == {"relations": Choice(tuple(RELATIONS))}
-    entities = constraints_for(chat_for(SelectEntities, question="q", step="s", candidates=ENTITY_LINES))
+    assert choices_of(relations_chat()) == {"relations": Choice(tuple(RELATIONS))}
+    entities = choices_of(chat_for(SelectEntities, question="q", step="s", candidates=ENTITY_LINES))
     # a candidate line's bare entity name is a valid choice too; `rationale` stays free
     assert entities == {"entities": Choice(("Lionel Messi", ENTITY_LINES[0], "Sergio Aguero", ENTITY_LINES[1]))}
 
 
+def test_a_choice_with_nothing_to_choose_from_is_the_empty_list():
+    inputs = dict(question="q", step="s", prediction="p", observation="o", memory="m", next_step="none")
+    after_the_last_step = choices_of(chat_for(ThinkEvaluate, **inputs, candidates=[]))
+    assert after_the_last_step["next_relations"] == Choice(())  # written as [] by the engine, no token decoded
+    ahead = choices_of(chat_for(ThinkEvaluate, **inputs, candidates=["A: r", "B: s"]))
+    assert ahead["next_relations"] == Choice(("A: r", "B: s"))
+    assert "answers" not in ahead  # the evaluation's answers are no choice among the relations
+
+
 def test_decisions_are_the_four_and_plans_are_lists_of_steps():
-    evaluate = constraints_for(chat_for(Evaluate, question="q", plan="p", step="s", observation="o", thought="t",
-                                        memory="m"))
+    evaluate = choices_of(chat_for(Evaluate, question="q", plan="p", step="s", observation="o", thought="t",
+                                   memory="m"))
     assert evaluate == {"decision": OneOf(tuple(d.value for d in Decision))}
     # required property first, then DSPy's (sorted) schema order; a step's action is one of the StepActions
     plan = ObjectList(("objective", "action", "expected_outcome"),
                       options=(("action", tuple(a.value for a in StepAction)),))
     assert constraints_for(chat_for(Decompose, question="q", topic_entities=["A"])) == {"steps": plan}
     replan = chat_for(Replan, question="q", topic_entities=["A"], failed_plan="x", knowledge="k")
-    assert constraints_for(replan) == {"new_steps": plan}
+    assert constraints_for(replan) == {"new_steps": plan}  # no `str` output: nothing capped
 
 
 def test_a_plan_is_written_in_the_key_order_of_its_demos():
@@ -86,15 +103,41 @@ def test_answers_are_chosen_among_the_evidence_names():
     assert evidence_names(evidence) == ("Heath Ledger", "1979-04-04", "The Dark Knight", "Joker", "Michael Caine",
                                         "Alfred Pennyworth", "Batman Begins", "Inception", "Hans Zimmer",
                                         "Paris, Texas", "Wim Wenders")
-    answer = constraints_for(chat_for(Answer, question="q", evidence=evidence))
+    answer = choices_of(chat_for(Answer, question="q", evidence=evidence))
     assert answer == {"answers": Choice(evidence_names(evidence))}  # `reasoning` stays free
     assert evidence_names(["not a fact", "(only, two)"]) == ()
 
 
-def test_free_text_fields_get_no_constraint():
-    assert constraints_for(chat_for(Answer, question="q", evidence=[])) == {}  # nothing to choose from
-    assert constraints_for(chat_for(Think, question="q", step="s", prediction="p", observation="o", memory="m")) == {}
+def test_free_text_fields_are_capped_and_only_capped():
+    assert choices_of(chat_for(Answer, question="q", evidence=[])) == {}  # nothing to choose from
+    think = chat_for(Think, question="q", step="s", prediction="p", observation="o", memory="m")
+    assert constraints_for(think) == {"thought": FreeText(FREE_TEXT_TOKENS), "missing": FreeText(FREE_TEXT_TOKENS)}
+    assert constraints_for(think, free_text_tokens=20)["thought"] == FreeText(20)
+    assert choices_of(think) == {}
+    # Answer's list of names is chosen among the evidence, its reasoning only capped
+    answer = constraints_for(chat_for(Answer, question="q", evidence=["(A, r, B)"]))
+    assert isinstance(answer["answers"], Choice) and answer["reasoning"] == FreeText(FREE_TEXT_TOKENS)
     assert constraints_for([{"role": "user", "content": "Just chat."}]) == {}
+
+
+def test_a_capped_text_loses_the_word_the_cap_split():
+    assert _whole_words("The facts link Jane Greer to Robert You") == "The facts link Jane Greer to Robert"
+    assert _whole_words("It is Drama, Western,") == "It is Drama, Western,"  # ends on punctuation: kept
+    assert _whole_words("The facts link A, B, C") == "The facts link A, B"
+    assert _whole_words("Supercalifragilistic") == "Supercalifragilistic"  # one word: nothing to cut back to
+
+
+def test_the_free_text_cap_is_part_of_the_engine_identity(monkeypatch):
+    monkeypatch.delenv(FREE_TEXT_TOKENS_ENV, raising=False)
+    capped, uncapped = EmbeddedEngine(), EmbeddedEngine(free_text_tokens=0)
+    assert capped.free_text_tokens == FREE_TEXT_TOKENS and uncapped.free_text_tokens == 0
+    assert engine_identity(capped) != engine_identity(uncapped)
+    assert EmbeddedEngine.load_state(uncapped.dump_state()).free_text_tokens == 0
+    monkeypatch.setenv(FREE_TEXT_TOKENS_ENV, "32")
+    assert EmbeddedEngine().free_text_tokens == 32
+    monkeypatch.setenv(FREE_TEXT_TOKENS_ENV, "-1")
+    with pytest.raises(LMConfigError, match=FREE_TEXT_TOKENS_ENV):
+        EmbeddedEngine()
 
 
 def test_the_prompt_reader_takes_the_last_user_message_with_demos_before_it():
@@ -196,8 +239,14 @@ def test_a_select_relations_call_decodes_to_candidate_names(embedded_engine):
             ("what is the nationality of the spouse of anne_of_denmark ?", "anne_of_denmark", "spouse", "nationality"),
             ("which religion is the father of louis_xiv ?", "louis_xiv", "parents", "religion"))]
         steps = decompose(question="which nationality is the couple of frederica ?", topic_entities=["frederica"]).steps
+    last = engine.generate(chat_for(ThinkEvaluate, question="Which club does Messi play for?", step="find the club",
+                                    prediction="a club", observation="(Messi, plays_for, Inter Miami)", memory="",
+                                    next_step="none", candidates=[])).text
     assert relations and set(relations) <= set(RELATIONS) and len(relations) == len(set(relations))
     assert evaluate.decision in {d.value for d in Decision}
     # two-step demos give a two-step plan: the engine's separators must not cut a plan after its first step
     assert len(steps) >= 2 and all(isinstance(s, PlanStep) and s.objective.strip() for s in steps)
+    assert "[[ ## next_relations ## ]]\n[]\n" in last  # nothing to choose from: nothing made up
+    tokenizer = engine.loaded().tokenizer
+    assert len(tokenizer(evaluate.reason, add_special_tokens=False)["input_ids"]) <= FREE_TEXT_TOKENS
     assert all(s.action in {a.value for a in StepAction} for s in steps)  # an enum property is chosen, not written

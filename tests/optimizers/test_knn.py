@@ -204,3 +204,36 @@ def test_compile_with_dev_limit_zero_writes_the_pool_without_scoring(tmp_path, c
     artifact = load_artifact(out)
     assert artifact.knn is not None
     assert artifact.scores["dev_after"].get("n") is None and artifact.scores["dev_after"].get("hits@1") is None
+
+
+def test_a_demo_shows_its_inputs_cut_and_its_reply_whole():
+    """A demo's long inputs are cut (a list keeps the items its reply chooses); its outputs never are; the trim
+    travels with the pool, and a pool saved before trims existed shows its demos whole, as it did."""
+    from ppoga_dspy.method.demo_trim import ELLIPSIS, DemoTrim
+    from ppoga_dspy.method.knn_demos import embed_questions
+
+    candidates = [f"Film {i}  <- (Actor, starred_actors, Film {i})" for i in range(40)]
+    record = {"step": "find the films of the actor", "candidates": candidates,
+              "memory": "Plan: " + "step done; " * 80, "entities": ["Film 31", "Film 7"], "rationale": "Film 31 " * 60}
+    asked = ["which films did X star in ?"]
+    pool = DemoPool(questions=asked, embeddings=embed_questions(asked),
+                    records={"executor.select_entities": [(0, record)]}, k=1, trim=DemoTrim(chars=120, items=5))
+    [demo] = pool.demos("executor.select_entities", {"question": "which films did Y star in ?", "step": "s",
+                                                    "candidates": ["a"], "memory": "m"})
+    shown = demo.candidates
+    assert shown[-1] == ELLIPSIS.strip() and len(shown) == 6
+    assert candidates[7] in shown and candidates[31] in shown  # what the reply chooses stays in what it chooses from
+    assert shown[:-1] == [c for c in candidates if c in shown]  # in the list's own order
+    assert demo.memory.endswith(ELLIPSIS) and len(demo.memory) <= 120 + len(ELLIPSIS)
+    assert demo.entities == record["entities"] and demo.rationale == record["rationale"]  # outputs whole
+    assert demo.step == record["step"]  # short inputs untouched
+    again = DemoPool.from_dict(json.loads(json.dumps(pool.to_dict())))
+    assert again.trim == DemoTrim(120, 5)
+    old = pool.to_dict()
+    del old["trim"]
+    assert DemoPool.from_dict(old).trim == DemoTrim(None, None)
+    call = {"question": "q", "candidates": [], "memory": ""}
+    [whole] = DemoPool.from_dict(old).demos("executor.select_entities", call)
+    assert whole.candidates == candidates and whole.memory == record["memory"]
+    with pytest.raises(ArtifactError, match="trim"):
+        DemoPool.from_dict({**old, "trim": {"chars": 0}})
