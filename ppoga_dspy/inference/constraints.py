@@ -175,6 +175,7 @@ def _schemas(system: str, outputs: list[str]) -> dict[str, Any]:
 
 
 def _string_list(text: str | None) -> list[str] | None:
+    """The input's list of strings (`[]` for an empty one: nothing to choose from), or None if it is none."""
     if not text:
         return None
     for parse in (json.loads, ast.literal_eval):
@@ -182,7 +183,7 @@ def _string_list(text: str | None) -> list[str] | None:
             value = parse(text)
         except (ValueError, SyntaxError, TypeError):
             continue
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return value
     return None
 
@@ -250,9 +251,7 @@ def constraints_for(chat: Sequence[dict[str, str]], *, free_text_tokens: int = F
     A `str` field is capped at `free_text_tokens` (0: no cap)."""
     prompt = read_prompt(chat)
     found: dict[str, Constraint] = {}
-    candidates = _string_list(prompt.inputs.get("candidates"))
-    if candidates is None and prompt.inputs.get("candidates", "").strip() == "[]":
-        candidates = []  # nothing to choose from: the choice is `[]`, written without a decoded token
+    candidates = _string_list(prompt.inputs.get("candidates"))  # [] -> a choice of `[]`, no token decoded
     evidence = _string_list(prompt.inputs.get("evidence"))
     for name in prompt.outputs:
         type_text = prompt.types.get(name, "str")

@@ -56,8 +56,8 @@ from ppoga_dspy.inference.options import (
     DTypeName,
     constrain_from_environment,
     embedded_threads,
-    free_text_tokens_from_environment,
     legacy_from_environment,
+    resolve_free_text_tokens,
 )
 from ppoga_dspy.inference.prefix_cache import drop_last
 
@@ -170,12 +170,8 @@ class Decoder:
         self.speculate = speculate
         self.threads = None if self.legacy else embedded_threads()
         self.constrain = constrain_from_environment() if constrain is None else bool(constrain)
-        if free_text_tokens is not None and (isinstance(free_text_tokens, bool) or int(free_text_tokens) < 0):
-            raise InferenceConfigError(f"free_text_tokens must be a whole number of tokens (0: no cap), "
-                                       f"not {free_text_tokens!r}")
         #: Tokens at most per free-text field of a guided reply (0: no cap); with `constrain` only.
-        self.free_text_tokens = (free_text_tokens_from_environment(FREE_TEXT_TOKENS) if free_text_tokens is None
-                                 else int(free_text_tokens))
+        self.free_text_tokens = resolve_free_text_tokens(free_text_tokens, FREE_TEXT_TOKENS)
         # Checked and hashed now, not at the first call: a missing adapter is a configuration error, and the
         # digest is part of this engine's identity (the response cache never mixes base and adapted replies).
         self.adapter = str(Path(adapter).resolve()) if adapter is not None else None

@@ -72,19 +72,28 @@ def constrain_from_environment() -> bool:
     raise InferenceConfigError(f"{CONSTRAIN_ENV} must be 1 or 0 (on or off), not {value!r}")
 
 
-def free_text_tokens_from_environment(default: int) -> int:
-    """Tokens at most per free-text field: $PPOGA_EMBEDDED_FREE_TEXT_TOKENS, else `default` (`0`: no cap)."""
-    value = os.environ.get(FREE_TEXT_TOKENS_ENV, "").strip()
-    if not value:
-        return default
+def resolve_free_text_tokens(requested: int | None, default: int) -> int:
+    """Tokens at most per free-text field: `requested`, else $PPOGA_EMBEDDED_FREE_TEXT_TOKENS, else `default`
+    (`0`: no cap)."""
+    if requested is not None:
+        checked = _whole_number("free_text_tokens", requested, minimum=0)
+    else:
+        checked = _whole_number(FREE_TEXT_TOKENS_ENV, os.environ.get(FREE_TEXT_TOKENS_ENV), minimum=0)
+    return default if checked is None else checked
+
+
+def _whole_number(name: str, value: object, *, minimum: int) -> int | None:
+    """`value` (a setting or an environment variable's text) as a whole number of at least `minimum`; None when
+    unset. Anything else is an `InferenceConfigError` naming `name`."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
     try:
-        tokens = int(value)
+        number = int(value) if not isinstance(value, (bool, float)) else -1
     except ValueError:
-        tokens = -1
-    if tokens < 0:
-        raise InferenceConfigError(f"{FREE_TEXT_TOKENS_ENV} must be a whole number of tokens (0: no cap), "
-                                   f"not {value!r}")
-    return tokens
+        number = -1
+    if number < minimum:
+        raise InferenceConfigError(f"{name} must be a whole number of at least {minimum}, not {value!r}")
+    return number
 
 
 def embedded_threads() -> int:
@@ -93,16 +102,8 @@ def embedded_threads() -> int:
     Generation is serialised per model (one reply at a time, also under `ppoga eval --threads N`), so
     the one reply running gets all cores. Processes that share a machine set the variable to their share.
     """
-    value = os.environ.get(THREADS_ENV, "").strip()
-    if value:
-        try:
-            threads = int(value)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise InferenceConfigError(f"{THREADS_ENV} must be a positive integer, not {value!r}")
-        return threads
-    return _available_cores()
+    threads = _whole_number(THREADS_ENV, os.environ.get(THREADS_ENV), minimum=1)
+    return threads if threads is not None else _available_cores()
 
 
 class _TorchThreads:

@@ -82,6 +82,8 @@ def _cut_list(values: list[Any], items: int, replies: list[Any]) -> list[Any]:
 def _named_in(item: str, replies: str, names: list[str]) -> bool:
     """Whether a list item is what the reply chooses (a candidate, "name  <- (from, relation)" or "entity:
     relation", written in the reply) or holds a name the reply lists (a fact naming an answer)."""
-    head = item.split("  <- ", 1)[0].strip()
+    from ppoga_dspy.signatures.executor import line_entity  # here: the CLI reads this module's defaults without DSPy
+
+    head = line_entity(item)
     written = bool(head) and re.search(rf"(?<!\w){re.escape(head)}(?!\w)", replies) is not None
     return written or any(name in item for name in names)

@@ -25,6 +25,7 @@ from ppoga_dspy.method.question_run import QuestionRun
 from ppoga_dspy.method.relation_pairs import Menu, choose_pairs, open_menus, settled
 from ppoga_dspy.method.vocabulary import Role, Stage
 from ppoga_dspy.signatures import SelectEntities, SelectRelationPairs, SelectRelations
+from ppoga_dspy.signatures.executor import ENTITY_LINE_MARK
 
 #: The most neighbours one KG query returns (kg/graph.py's limit); `neighbor_limit` + 1 is asked to see a cut.
 MAX_NEIGHBORS = 10_000
@@ -52,7 +53,7 @@ class Candidate:
     def line(self) -> str:
         """The candidate with the whole fact that reached it: the text pruning and gating rank."""
         through = f" -> {self.via.relation}" if self.via is not None else ""
-        return f"{self.entity.describe()}  <- {self.triple.text()}{through}"
+        return f"{self.entity.describe()}{ENTITY_LINE_MARK}{self.triple.text()}{through}"
 
     def prompt_line(self) -> str:
         """The candidate as SelectEntities reads it: `entity  <- (source, relation)`, the entity not written twice.
@@ -65,7 +66,7 @@ class Candidate:
             return self.line()
         backwards = self.triple.tail.id == self.source.id and self.triple.head.id != self.source.id
         reverse = " (reverse)" if backwards else ""
-        return f"{self.entity.describe()}  <- ({self.source.describe()}, {self.triple.relation}{reverse})"
+        return f"{self.entity.describe()}{ENTITY_LINE_MARK}({self.source.describe()}, {self.triple.relation}{reverse})"
 
 
 def read_through(candidate: Candidate) -> list[Candidate]:

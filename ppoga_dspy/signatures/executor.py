@@ -24,6 +24,15 @@ class SelectRelations(dspy.Signature):
     relations: list[str] = dspy.OutputField(desc="chosen relation names, copied from the candidates")
 
 
+#: What joins a SelectEntities candidate's entity to where it was found: `entity  <- (from, relation)`.
+ENTITY_LINE_MARK = "  <- "
+
+
+def line_entity(line: str) -> str:
+    """The entity a SelectEntities candidate line names (the whole text when it is a bare name)."""
+    return line.split(ENTITY_LINE_MARK, 1)[0].strip()
+
+
 class SelectEntities(dspy.Signature):
     """Choose the entities found on the graph that best serve this step's objective.
 
