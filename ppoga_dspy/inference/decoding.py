@@ -19,7 +19,9 @@ from typing import Any
 #: rounding): part of the engine's identity, so DSPy's response cache never serves an older decoder's reply.
 #: 2: eager bf16 attention, prompt-lookup drafts, constrained steps scored in float32.
 #: 3: a block of 32 tokens or more written twice in a row ends the field as a loop (decode_loop.greedy_loop).
-DECODER_VERSION = 3
+#: 4: a sliding-window layer's attention reads only its window (inference/windowed_attention.py): same sums,
+#:    other matmul shapes, so a reply may differ by rounding.
+DECODER_VERSION = 4
 
 #: Longest and shortest n-gram matched against the context, and the most tokens proposed at once.
 LOOKUP_MAX_NGRAM = 4

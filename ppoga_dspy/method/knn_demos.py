@@ -163,9 +163,9 @@ class DemoPool:
         """`k` demos of `predictor` for a call with these `inputs`: one from each of the `k` nearest questions.
 
         Of a neighbour's records for this stage (a question walks several hops, so it calls
-        `select_relations` more than once) the one whose other inputs share most words with this
-        call's is taken: the hop-2 demo for a hop-2 call. The nearest question's demo comes last. Its inputs
-        are cut by the pool's `trim`.
+        `select_relations` more than once) the one whose other inputs agree most with this call's, field by
+        field (`_agreement`), is taken: the hop-2 demo for a hop-2 call, the last step's for the last step's.
+        The nearest question's demo comes last. Its inputs are cut by the pool's `trim`.
         """
         stage = self.records.get(predictor)
         question = inputs.get("question")
@@ -174,13 +174,14 @@ class DemoPool:
         by_question: dict[int, list[dict[str, Any]]] = {}
         for index, fields in stage:
             by_question.setdefault(index, []).append(fields)
-        words = _words({k: v for k, v in inputs.items() if k != "question"})
+        names = [k for k in inputs if k != "question"]
+        words = [_words(inputs[k]) for k in names]
         chosen: list[dspy.Example] = []
         for index in self.nearest(question):
             options = by_question.get(index)
             if not options:
                 continue
-            best = max(options, key=lambda f: _overlap(words, _words({k: f.get(k) for k in inputs if k != "question"})))
+            best = max(options, key=lambda f: _agreement(words, [_words(f.get(k)) for k in names]))
             values = self.trim.apply(best, [k for k in inputs if k != "question"])
             values.setdefault("question", self.questions[index])
             chosen.append(dspy.Example(**values))
@@ -241,16 +242,23 @@ class DemoPool:
                    trim=DemoTrim.from_dict(data.get("trim")))
 
 
-def _words(values: dict[str, Any]) -> set[str]:
+def _words(value: Any) -> set[str]:
     import json
 
-    text = json.dumps(values, ensure_ascii=False, default=str).casefold()
-    return set(re.findall(r"[\w.]+", text))
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return set(re.findall(r"[\w.]+", text.casefold())) - {"null"}
 
 
-def _overlap(a: set[str], b: set[str]) -> float:
-    """Jaccard overlap of two word sets; earlier records win ties (max keeps the first)."""
-    return len(a & b) / len(a | b) if a or b else 0.0
+def _agreement(call: list[set[str]], record: list[set[str]]) -> float:
+    """How far a record's inputs agree with a call's: the sum over fields of their words' Jaccard overlap (two empty
+    fields agree). Earlier records win ties (max keeps the first).
+
+    Field by field, not one bag of all words: a record with a long observation (a step that reached twenty
+    actors) shares many words with any call of its question, and in one bag its twenty names diluted the match
+    of the short fields that say where the walk is (the step, the next step, the candidates). Picked that way,
+    the last step's call was shown first-step demos and, copying them, wrote "proceed" and no answers.
+    """
+    return sum(len(a & b) / len(a | b) if a or b else 1.0 for a, b in zip(call, record, strict=True))
 
 
 class KNNPredict(dspy.Predict):

@@ -247,7 +247,7 @@ class Planner(dspy.Module):
 
     def accept_answers(self, run: QuestionRun, judged: Judgement) -> tuple[list[str], str] | None:
         """A finishing fused evaluation's answer, when it holds as Answer's would; else None (Answer is asked)."""
-        answers = grounded(run, judged.answers, judged.salvaged, keep_ungrounded=False)
+        answers = grounded(run, judged.answers, judged.salvaged, early=True)
         run.note("answer.written_by_evaluate" if answers else "answer.written_rejected", answers=judged.answers)
         return (answers, f"{judged.thought} {judged.reason}".strip()) if answers else None
 
@@ -265,22 +265,25 @@ class Planner(dspy.Module):
         return None if answers is None else (answers, str(getattr(result, "reasoning", "") or ""))
 
 
-def grounded(run: QuestionRun, answers: list[str], salvaged: bool, *, keep_ungrounded: bool = True) -> list[str] | None:
+def grounded(run: QuestionRun, answers: list[str], salvaged: bool, *, early: bool = False) -> list[str] | None:
     """The answers that count, or None when none is left (the caller falls back).
 
     PPoGA answers from the evidence and, as PoG and ToG do, from the model's own knowledge: an answer
     counts where it names an entity found on the graph or is a value no graph entity names (a count, a
     date, yes/no). Among answers that include such ones, the others are dropped; when the model names
     nothing on the graph at all, the evidence held no answer and its own answers are kept (the program
-    marks them ungrounded), unless `keep_ungrounded` is off (a fused evaluation's early answer: Answer is
-    asked instead). A salvaged reply is always held to the graph.
+    marks them ungrounded). A salvaged reply is always held to the graph.
+
+    An `early` answer (a fused evaluation's, written with the step's judgement) counts only where the facts
+    found name it, values included, and nothing is kept ungrounded: Answer is asked instead. A small model
+    copies its demos, and a demo's years ("1963, 1954, 1937") passed as values no entity names.
     """
     if not (run.thresholds.ground_answers or salvaged):
         return answers
     topics = {t.id for t in run.memory.strategic.topic_entities}
     known = [e.label for e in run.memory.knowledge.entities.values() if e.id not in topics]
-    on_graph = [a for a in answers if any(same_name(a, k) for k in known) or is_literal(a)]
-    if not on_graph and answers and keep_ungrounded and run.thresholds.answer_from_knowledge and not salvaged:
+    on_graph = [a for a in answers if any(same_name(a, k) for k in known) or (is_literal(a) and not early)]
+    if not on_graph and answers and not early and run.thresholds.answer_from_knowledge and not salvaged:
         run.note("answer.ungrounded_kept", answers=answers)
         return answers
     return on_graph or None

@@ -237,3 +237,35 @@ def test_a_demo_shows_its_inputs_cut_and_its_reply_whole():
     assert whole.candidates == candidates and whole.memory == record["memory"]
     with pytest.raises(ArtifactError, match="trim"):
         DemoPool.from_dict({**old, "trim": {"chars": 0}})
+
+
+def test_the_last_steps_call_gets_the_neighbours_last_step_record_whatever_its_length():
+    """A neighbour's records are matched field by field: the last step's record (next step "none", no candidates)
+    wins for a last-step call even when its long observation shares few of the call's many words, where one bag of
+    all words picked the first step's short record (and the small model, copying it, never wrote its answers)."""
+    from ppoga_dspy.method.knn_demos import embed_questions
+
+    plan = ("Plan: 1. follow relation directed_by 2. follow relation directed_by (reverse) "
+            "3. follow relation starred_actors")
+    first = {"step": "follow relation directed_by", "prediction": "Following directed_by reaches a director",
+             "observation": "(Film A, directed_by, Ann Lee)", "memory": plan,
+             "next_step": "follow relation directed_by", "candidates": ["Ann Lee: directed_by (reverse)"],
+             "decision": "proceed", "answers": []}
+    actors = "; ".join(f"Actor {i}" for i in range(30))
+    last = {"step": "follow relation starred_actors", "prediction": "Following starred_actors reaches actors",
+            "observation": f"(Film B, starred_actors, {actors})",
+            "memory": plan + " Known: (Film B, directed_by, Ann Lee)", "next_step": "none", "candidates": [],
+            "decision": "finish", "answers": ["Actor 1"]}
+    asked = ["who acted in the films directed by the director of X"]
+    pool = DemoPool(questions=asked, embeddings=embed_questions(asked), k=1,
+                    records={"planner.think_evaluate": [(0, first), (0, last)]})
+    call = {"question": "who acted in the movies directed by the director of Y",
+            "step": "follow relation starred_actors", "prediction": "Following directed_by reaches a director",
+            "observation": "(Film C, starred_actors, Bo Ray)\n(Film D, starred_actors, Cy Dee)",
+            "memory": plan + " Known: (Film C; Film D, directed_by, Dan Fox)", "next_step": "none", "candidates": []}
+    [shown] = pool.demos("planner.think_evaluate", call)
+    assert shown.decision == "finish" and shown.answers == ["Actor 1"]
+    step_one = {**call, "step": "follow relation directed_by", "next_step": "follow relation directed_by",
+                "candidates": ["Dan Fox: directed_by (reverse)"], "observation": "(Film C, directed_by, Dan Fox)"}
+    [shown] = pool.demos("planner.think_evaluate", step_one)
+    assert shown.decision == "proceed"

@@ -155,6 +155,20 @@ def test_an_ungrounded_written_answer_asks_answer_instead(demo_kg):
     assert engine.calls["Answer"] == 1 and fused.answers == ["London"]
 
 
+def test_a_written_value_the_facts_do_not_hold_asks_answer_instead(demo_kg):
+    """A value (a year, a count) passes Answer's grounding as something no entity names; written early by a fused
+    evaluation it must be found in the facts, as a small model copying a demo's years ("1963", "1954") was not."""
+    handlers = gold_path_handlers(GOLD)
+
+    def copies_a_demo(inputs):
+        reply = handlers["ThinkEvaluate"](inputs)
+        return {**reply, "answers": ["1963", "1954"]} if reply["answers"] else reply
+
+    fused, engine = ask(demo_kg, dict(handlers, ThinkEvaluate=copies_a_demo), mode="fused")
+    assert stages(fused, "answer.written_rejected")[0]["outputs"]["answers"] == ["1963", "1954"]
+    assert engine.calls["Answer"] == 1 and fused.answers == ["London"]
+
+
 @pytest.mark.parametrize("mode", ["paper", "fused"])
 def test_gated_choices_skip_the_call_and_are_recorded(demo_kg, mode):
     # fused: no relation choice made ahead, so every relation choice the gate does not settle is a call
