@@ -54,6 +54,13 @@ def test_ask_against_a_trickling_server_fails_with_kind_lm_in_bounded_time(capsy
     assert elapsed < 30, elapsed
 
 
+def _as_a_foreground_process() -> None:
+    """Ctrl-C reaches `ppoga eval` as it reaches a terminal's foreground job. A shell without job control starts a
+    background job (`pytest ... &`, as a script or CI may) with SIGINT ignored, and Python keeps an inherited
+    ignore instead of raising KeyboardInterrupt: the child would never see the SIGINT this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_ends_an_eval_held_by_a_trickling_server_promptly(sig, tmp_path):
     out = tmp_path / "r.jsonl"
@@ -62,7 +69,7 @@ def test_a_stop_ends_an_eval_held_by_a_trickling_server_promptly(sig, tmp_path):
         command = [sys.executable, "-m", "ppoga_dspy", "eval", "--dataset", "demo", "--limit", "3", "--out", str(out),
                    "--lm", server.spec(), "--lm-timeout", "50", "--no-progress"]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                   cwd=tmp_path)
+                                   cwd=tmp_path, preexec_fn=_as_a_foreground_process)
         try:
             deadline = time.monotonic() + 120
             while server.requests == 0 and time.monotonic() < deadline and process.poll() is None:
