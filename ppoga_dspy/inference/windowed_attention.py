@@ -46,7 +46,7 @@ def windowed_eager_attention(
     if not sliding_window or keys <= sliding_window + min(queries, QUERY_CHUNK):
         return eager_attention_forward(module, query, key, value, attention_mask, **kwargs)
     start_of_queries = keys - queries  # the key position of the block's first query
-    outputs, weights = [], []
+    outputs = []
     for first in range(0, queries, QUERY_CHUNK):
         last = min(first + QUERY_CHUNK, queries)
         # query i (key position p) sees keys p - window + 1 .. p: the chunk needs keys from its first query's
@@ -54,21 +54,19 @@ def windowed_eager_attention(
         lo = max(0, start_of_queries + first - sliding_window + 1)
         hi = start_of_queries + last
         mask = None if attention_mask is None else attention_mask[..., first:last, lo:hi]
-        out, attn = eager_attention_forward(module, query[..., first:last, :], key[..., lo:hi, :],
-                                            value[..., lo:hi, :], mask, **kwargs)
-        outputs.append(out)
-        weights.append(attn)
-    # eager_attention_forward returns (batch, queries, heads, dim): the chunks join along the queries
-    output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)
-    return output, None if len(weights) > 1 else weights[0]
+        outputs.append(eager_attention_forward(module, query[..., first:last, :], key[..., lo:hi, :],
+                                               value[..., lo:hi, :], mask, **kwargs)[0])
+    # eager_attention_forward returns (batch, queries, heads, dim): the chunks join along the queries. The
+    # attention weights (asked only with output_attentions, which the engine never sets) are not returned.
+    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)), None
 
 
 def register_windowed_eager() -> str:
-    """Make `WINDOWED_EAGER` a valid attention implementation (with the eager mask) and return its name."""
+    """Make `WINDOWED_EAGER` a valid attention implementation (with the eager mask) and return its name. Registering
+    again only sets the same entries."""
     from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, eager_mask
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-    if WINDOWED_EAGER not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
-        AttentionInterface.register(WINDOWED_EAGER, windowed_eager_attention)
-        AttentionMaskInterface.register(WINDOWED_EAGER, eager_mask)
+    AttentionInterface.register(WINDOWED_EAGER, windowed_eager_attention)
+    AttentionMaskInterface.register(WINDOWED_EAGER, eager_mask)
     return WINDOWED_EAGER

@@ -182,7 +182,7 @@ class DemoPool:
             if not options:
                 continue
             best = max(options, key=lambda f: _agreement(words, [_words(f.get(k)) for k in names]))
-            values = self.trim.apply(best, [k for k in inputs if k != "question"])
+            values = self.trim.apply(best, names)
             values.setdefault("question", self.questions[index])
             chosen.append(dspy.Example(**values))
             if len(chosen) == self.k:
