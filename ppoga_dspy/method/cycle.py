@@ -357,7 +357,7 @@ class StepLoop:
 
     @staticmethod
     def exploration_objective(step: PlanStepState) -> str:
-        """The step's objective; on a retry, what Think said was missing shapes where the Executor looks."""
+        """The step's objective; on a retry, Think's thought on the last try shapes where the Executor looks."""
         if step.attempts and step.missing and step.missing.strip().lower() not in ("nothing", "none", ""):
             return f"{step.objective}{RETRY_NOTE}{step.missing}"
         return step.objective
@@ -431,7 +431,8 @@ class StepLoop:
         step.attempts += 1
         step.status = "failed"
         step.outcome = self._why_failed()
-        step.missing = self.run.memory.current.missing if self.run.memory.current else ""
+        # the thought, in both stage modes (fused writes no `missing`): what the step reached against what was expected
+        step.missing = self.run.memory.current.thought if self.run.memory.current else ""
         knowledge = self.run.memory.knowledge
         chose_before = bool(knowledge.failed_entities.get(self.state.index))
         paths, entities = observation.failed_parts(earlier_choices=chose_before)

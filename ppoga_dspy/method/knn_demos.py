@@ -100,6 +100,9 @@ class DemoPool:
     teacher: str = ""
     embedder: str = EMBEDDER
     trim: DemoTrim = field(default_factory=DemoTrim)
+    #: The KG (`artifact.kg_label`) each question was answered on, parallel to `questions`; [] when not recorded
+    #: (pools of one compile, whose artifact names its KG).
+    graphs: list[str] = field(default_factory=list)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -136,6 +139,49 @@ class DemoPool:
         embeddings = embed_questions(questions).astype("float16").astype("float32")
         return cls(questions=questions, embeddings=embeddings, records=records, k=k, teacher=teacher,
                    trim=trim or DemoTrim())
+
+    def answered_on(self, label: str) -> DemoPool:
+        """This pool with every question marked as answered on the KG `label` (a compile's own pool)."""
+        return DemoPool(questions=self.questions, embeddings=self.embeddings, records=self.records, k=self.k,
+                        teacher=self.teacher, embedder=self.embedder, trim=self.trim,
+                        graphs=[label] * len(self.questions))
+
+    def merged(self, other: DemoPool) -> DemoPool:
+        """This pool's questions, then `other`'s (a question both hold keeps this pool's records); `other`'s k and
+        trim. Both must say which KG each question was answered on, so the merged pool can show a KG its own."""
+        import numpy as np
+
+        if len(self.graphs) != len(self.questions) or len(other.graphs) != len(other.questions):
+            raise ConfigError("a knn pool merged with another must record the KG of each question: compile each "
+                              "with this ppoga-dspy version")
+        if self.embedder != other.embedder:
+            raise ConfigError(f"the two knn pools rank with different embedders ({self.embedder}, {other.embedder})")
+        seen = set(self.questions)
+        taken = [i for i, q in enumerate(other.questions) if q not in seen]
+        index = {old: len(self.questions) + new for new, old in enumerate(taken)}
+        records = {name: list(stage) for name, stage in self.records.items()}
+        for name, stage in other.records.items():
+            records.setdefault(name, []).extend((index[i], fields) for i, fields in stage if i in index)
+        embeddings = np.concatenate([self.embeddings, other.embeddings[taken]]) if taken else self.embeddings
+        return DemoPool(questions=self.questions + [other.questions[i] for i in taken], embeddings=embeddings,
+                        records=records, k=other.k, teacher=other.teacher or self.teacher, embedder=other.embedder,
+                        trim=other.trim, graphs=self.graphs + [other.graphs[i] for i in taken])
+
+    def only(self, label: str) -> DemoPool:
+        """The questions answered on the KG `label`, when the pool holds any; else the whole pool.
+
+        A small model copies its demos' names, and only the KG's own names lead anywhere on it: a footballer's
+        plan that copies a film graph's `film.film.directed_by` follows nothing. Where the pool holds no question of
+        this KG, every question stays (and the artifact says, once, that its demos are another graph's)."""
+        keep = [i for i, graph in enumerate(self.graphs) if graph == label]
+        if not keep or len(keep) == len(self.questions):
+            return self
+        index = {old: new for new, old in enumerate(keep)}
+        records = {name: [(index[i], fields) for i, fields in stage if i in index]
+                   for name, stage in self.records.items()}
+        return DemoPool(questions=[self.questions[i] for i in keep], embeddings=self.embeddings[keep],
+                        records={name: stage for name, stage in records.items() if stage}, k=self.k,
+                        teacher=self.teacher, embedder=self.embedder, trim=self.trim, graphs=[label] * len(keep))
 
     # -- selection ------------------------------------------------------------------------------
 
@@ -206,6 +252,7 @@ class DemoPool:
             "embeddings": {"dtype": "float16", "shape": list(matrix.shape),
                            "base64": base64.b64encode(matrix.tobytes()).decode("ascii")},
             "records": {name: [[index, fields] for index, fields in stage] for name, stage in self.records.items()},
+            **({"graphs": self.graphs} if self.graphs else {}),
         }
 
     @classmethod
@@ -222,6 +269,7 @@ class DemoPool:
             matrix = np.frombuffer(raw, dtype=np.float16).reshape(stored["shape"]).astype(np.float32)
             questions = [str(q) for q in data["questions"]]
             records = {str(name): [(int(i), dict(f)) for i, f in stage] for name, stage in data["records"].items()}
+            graphs = [str(g) for g in data.get("graphs") or []]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ArtifactError(f"the artifact's knn pool is damaged ({type(exc).__name__}: {exc}); "
                                 "compile it again") from exc
@@ -234,12 +282,15 @@ class DemoPool:
         if matrix.shape[0] != len(questions):
             raise ArtifactError(f"the knn pool has {len(questions)} questions but {matrix.shape[0]} embeddings; "
                                 "compile it again")
+        if graphs and len(graphs) != len(questions):
+            raise ArtifactError(f"the knn pool names the KG of {len(graphs)} questions, not of its {len(questions)}; "
+                                "compile it again")
         bad = [i for stage in records.values() for i, _ in stage if not 0 <= i < len(questions)]
         if bad:
             raise ArtifactError(f"the knn pool names question {bad[0]}, outside its {len(questions)} questions")
         return cls(questions=questions, embeddings=matrix, records=records, k=k,
                    teacher=str(data.get("teacher", "")), embedder=str(data.get("embedder", EMBEDDER)),
-                   trim=DemoTrim.from_dict(data.get("trim")))
+                   trim=DemoTrim.from_dict(data.get("trim")), graphs=graphs)
 
 
 def _words(value: Any) -> set[str]:

@@ -40,7 +40,7 @@ class PlanStepState:
     status: str = "not started"  # not started | in progress | completed | failed
     attempts: int = 0
     outcome: str = ""  # what the step found (completed) or why it failed
-    missing: str = ""  # what Think said was still missing after the last try: shapes a retry's exploration
+    missing: str = ""  # Think's thought on the last try (what it reached against the prediction): shapes a retry
     prediction: str = ""  # `--stages fused`: predicted ahead (by Decompose, or the evaluation that proceeded here)
     action: str = "explore"  # a StepAction value: explore, intersect (a conjunction) or memory (no graph action)
     relations: CarriedRelations | None = None  # `--stages fused`: chosen ahead, used on the first try only

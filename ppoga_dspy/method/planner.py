@@ -238,8 +238,8 @@ class Planner(dspy.Module):
             memory=memory, next_step=next_step or "none", candidates=ahead.lines,
         )
         decision, reason = _decision(run, result, found_something, Stage.THINK_EVALUATE)
-        return Judgement(
-            thought=str(getattr(result, "thought", "") or ""), missing=str(getattr(result, "missing", "") or ""),
+        return Judgement(  # no `missing`: a retry reads the thought, in both stage modes (cycle.correct_path)
+            thought=str(getattr(result, "thought", "") or ""), missing="",
             decision=decision, reason=reason, next_prediction=str(getattr(result, "next_prediction", "") or "").strip(),
             answers=answer_list(getattr(result, "answers", None)), salvaged=bool(getattr(result, "_salvaged", False)),
             next_relations=ahead.carry(getattr(result, "next_relations", None)),

@@ -113,8 +113,35 @@ class Artifact:
     @classmethod
     def from_program(cls, program, *, lm: str, **provenance: Any) -> Artifact:
         predictors, own = _program_state(program)  # the artifact is the program's own state, plus provenance
+        knn = own.get("knn")
+        if knn and provenance.get("kg") and not knn.get("graphs"):  # each pool question answered on this KG
+            knn = {**knn, "graphs": [provenance["kg"]] * len(knn.get("questions") or [])}
         return cls(program_state=predictors, thresholds=own["thresholds"], lm=lm, stages=own["stages"],
-                   knn=own.get("knn"), **provenance)
+                   knn=knn, **provenance)
+
+    def graphs(self) -> list[str]:
+        """The KGs its demos were answered on, in the order they were added: the pool's record, else `kg`."""
+        found = list(dict.fromkeys((self.knn or {}).get("graphs") or []))
+        return found or ([self.kg] if self.kg else [])
+
+    def extend(self, earlier: Artifact) -> None:
+        """Put `earlier`'s knn demos before this artifact's own (`ppoga compile --extend`): one artifact whose
+        pool holds several KGs' questions, each shown only on its own KG (`DemoPool.only`). The prompts,
+        thresholds and switches stay this compile's."""
+        from ppoga_dspy.method.knn_demos import DemoPool
+
+        if not self.knn or not earlier.knn:
+            raise ArtifactError("--extend merges knn pools: both this compile and the artifact it extends must use "
+                                "--optimizer knn")
+        if (earlier.stages or "paper") != (self.stages or "paper"):
+            raise ArtifactError(f"--extend: the artifact holds {earlier.stages} stages' demos, this compile writes "
+                                f"{self.stages}; compile with --stages {earlier.stages} or extend a matching one")
+        first = DemoPool.from_dict(earlier.knn)
+        if not first.graphs and earlier.kg:
+            first = first.answered_on(earlier.kg)
+        self.knn = first.merged(DemoPool.from_dict(self.knn)).to_dict()
+        self.dataset = " + ".join(d for d in (earlier.dataset, self.dataset) if d)
+        self.kg = earlier.kg or self.kg  # the graph it was first compiled on; `graphs()` lists them all
 
     def adapter_path(self) -> Path | None:
         """The adapter folder, resolved against the artifact's folder (or the working directory before saving)."""
@@ -143,13 +170,19 @@ class Artifact:
         """Restore prompts, demos, thresholds, the stage mode and the knn pool into `program` (through
         `program.load_state`, as DSPy's own `load` does); all or nothing. Run on another KG than the one it was
         compiled on, it says so once (its demos show that graph's names, which a small model copies)."""
-        if kg_name and self.kg and kg_label(kg_name) != self.kg:
+        graphs, knn = self.graphs(), self.knn
+        if kg_name and graphs and kg_label(kg_name) not in graphs:
             warnings.warn(
-                f"this artifact was compiled on {self.kg}, not {kg_label(kg_name)}: its demos show that graph's "
-                f"relations; compile one for this KG with `ppoga compile --kg ... --dataset ...` (as {self.dataset})",
+                f"this artifact was compiled on {', '.join(graphs)}, not {kg_label(kg_name)}: its demos show "
+                f"{'that graph' if len(graphs) == 1 else 'those graphs'}' relations; compile one for this KG with "
+                f"`ppoga compile --kg ... --dataset ...` (as {self.dataset})",
                 ArtifactKGMismatch,
                 stacklevel=2,
             )
+        elif kg_name and knn and len(graphs) > 1:  # a pool of several KGs shows each KG its own questions
+            from ppoga_dspy.method.knn_demos import DemoPool
+
+            knn = DemoPool.from_dict(knn).only(kg_label(kg_name)).to_dict()
         if lm_description and self.lm and lm_description != self.lm:
             warnings.warn(
                 f"this artifact was compiled for {self.lm}, not {lm_description}; its prompts and thresholds are "
@@ -165,7 +198,7 @@ class Artifact:
 
         state = {**_with_fused_defaults(self.program_state, program),
                  STATE_KEY: {"format": STATE_FORMAT, "thresholds": self.thresholds, "stages": self.stages or "paper",
-                             "knn": self.knn}}
+                             "knn": knn}}
         try:
             program.load_state(state)  # checks the section, rehearses on a copy, then applies: all or nothing
         except ArtifactError:

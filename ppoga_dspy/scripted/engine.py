@@ -41,7 +41,7 @@ SIGNATURE_OUTPUTS: dict[frozenset[str], str] = {
     frozenset({"entities", "rationale"}): "SelectEntities",
     # `--stages fused`
     frozenset({"steps", "first_prediction", "first_relations"}): "DecomposePredict",
-    frozenset({"thought", "missing", "decision", "next_prediction", "answers", "next_relations"}):
+    frozenset({"thought", "decision", "next_prediction", "answers", "next_relations"}):
         "ThinkEvaluate",
     frozenset({"pairs"}): "SelectRelationPairs",
 }

@@ -167,11 +167,12 @@ class ThinkEvaluate(dspy.Signature):
     memory: str = dspy.InputField(desc="the plan with each step's status, the facts found, what failed")
     next_step: str = dspy.InputField(desc="the next step's objective, or 'none' after the last step")
     thought: str = dspy.OutputField(desc="does the observation meet the objective, and how it differs")
-    missing: str = dspy.OutputField(desc="what is still missing, or 'nothing'")
     decision: DecisionName = dspy.OutputField()
-    # No `reason` after the decision, as Evaluate has: written after the choice it could not inform it, and nothing
-    # reads it that `thought` does not already say. For the small model it was a seventh field to write in every
-    # call and a sentence more in every demo (about 30 of 150 written tokens, 100 of 1,750 prompt tokens).
+    # No `missing` before the decision and no `reason` after it, as Think and Evaluate have. `reason`, written after
+    # the choice, could not inform it; `missing` ("Nothing for this step; next, ...") restated the next step, and the
+    # one thing read from it, a retry's note of what to look for, `thought` says as well (it names the entity kind
+    # the prediction expected). For the small model each was a field to write in every call and a sentence more in
+    # every demo (together about 45 of 150 written tokens, 150 of 1,750 prompt tokens).
     next_prediction: str = dspy.OutputField(default="", desc="on proceed: the next step's expected relation and entity")
     answers: list[str] = dspy.OutputField(default=[], desc="on finish: answer entity names, best first; else []")
     # added last: artifacts saved before them load their other fields by name (method/program.py)

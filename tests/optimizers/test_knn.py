@@ -269,3 +269,52 @@ def test_the_last_steps_call_gets_the_neighbours_last_step_record_whatever_its_l
                 "candidates": ["Dan Fox: directed_by (reverse)"], "observation": "(Film C, directed_by, Dan Fox)"}
     [shown] = pool.demos("planner.think_evaluate", step_one)
     assert shown.decision == "proceed"
+
+
+def test_an_extended_pool_shows_each_kg_its_own_demos_and_warns_only_off_them(demo_kg, tmp_path, capsys):
+    """`ppoga compile --extend` keeps an earlier artifact's demos (another KG) beside the new ones. Run on either KG,
+    the program is shown only that KG's questions (a copying model writes only names that lead somewhere there);
+    on a third KG it keeps the whole pool and says, once, which graphs its demos come from."""
+    import warnings
+
+    from ppoga_dspy.cli import main
+    from ppoga_dspy.optimizers.artifact import ArtifactKGMismatch
+
+    wc = shared_data("wc2014", "WC-P2.txt")
+    base = ["compile", "--optimizer", "knn", "--k", "2", "--teacher-lm", "oracle/gold-path", "--lm", "none",
+            "--program", "none", "--dev-limit", "0"]
+    first, both = tmp_path / "demo.json", tmp_path / "both.json"
+    assert main([*base, "--dataset", "demo", "--split", "train", "--out", str(first)]) == 0
+    assert main([*base, "--dataset", f"wc2014:{wc}", "--split", "train", "--limit", "12", "--extend", str(first),
+                 "--out", str(both)]) == 0
+    artifact = load_artifact(both)
+    assert artifact.graphs() == ["freebase@demo-kg.nt", "irn@WC2014.txt"]
+    assert artifact.dataset.startswith("demo + wc2014:")
+    whole = DemoPool.from_dict(artifact.knn)
+    demo_questions = set(DemoPool.from_dict(load_artifact(first).knn).questions)
+    assert demo_questions < set(whole.questions) and len(whole.questions) > len(demo_questions)
+
+    program = PPoGA(demo_kg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        artifact.apply(program, kg_name=demo_kg.name)
+    assert set(pool_of(program).questions) == demo_questions
+    wc_program = PPoGA(demo_kg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        artifact.apply(wc_program, kg_name=f"irn@{wc.parent}/WC2014.txt")
+    wc_questions = set(pool_of(wc_program).questions)
+    assert wc_questions and not wc_questions & demo_questions
+    demos = pool_of(wc_program).demos("planner.decompose", {"question": "which country does Abel_HERNANDEZ play "
+                                                                        "professional in ?"})
+    assert demos and all("film." not in json.dumps(dict(d)) for d in demos)
+    with pytest.warns(ArtifactKGMismatch, match="compiled on freebase@demo-kg.nt, irn@WC2014.txt, not irn@kb.txt"):
+        artifact.apply(PPoGA(demo_kg), kg_name="irn@/x/kb.txt")
+
+    fused = tmp_path / "fused.json"
+    capsys.readouterr()
+    assert main([*base, "--dataset", f"wc2014:{wc}", "--split", "train", "--limit", "4", "--stages", "fused",
+                 "--extend", str(first), "--out", str(fused)]) != 0
+    err = capsys.readouterr().err
+    assert "holds paper stages' demos" in err and "compile: knn on" not in err  # refused before any work
+    assert not fused.exists()

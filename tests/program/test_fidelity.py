@@ -240,14 +240,15 @@ def test_a_large_group_does_not_crowd_out_a_small_one(tmp_path):
     assert len(seen[0]) == 72
 
 
-def test_think_and_evaluate_read_memory_and_missing_shapes_the_retry(demo_kg):
-    """Point 4: Think and Evaluate see the plan (status, outcome), chains and failures; `missing` steers the retry."""
+def test_think_and_evaluate_read_memory_and_the_thought_shapes_the_retry(demo_kg):
+    """Point 4: Think and Evaluate see the plan (status, outcome), chains and failures; the thought steers the retry
+    (in both stage modes: the fused call writes no `missing`)."""
     handlers = gold_path_handlers(GOLD)
     thinks, evaluations, steps = [], [], []
 
     def think(inputs):
         thinks.append(inputs["memory"])
-        return {"thought": "compared", "missing": "the person who directed the film"}
+        return {"thought": "the music, not the person who directed the film", "missing": "a director"}
 
     def evaluate(inputs):
         evaluations.append(inputs["memory"])
@@ -266,4 +267,4 @@ def test_think_and_evaluate_read_memory_and_missing_shapes_the_retry(demo_kg):
     assert "Plan:" in thinks[0] and "[in progress]" in thinks[0]
     assert "Tried and failed" in thinks[1] and "wrong relation" in thinks[1]
     assert "film.film.directed_by" in evaluations[-1], "Evaluate reads the chain found so far"
-    assert "still missing: the person who directed the film" in steps[1]
+    assert "still missing: the music, not the person who directed the film" in steps[1]

@@ -298,3 +298,36 @@ def test_gate_margin_is_a_threshold_set_like_any_other():
     assert thresholds_with({"gate_margin": "none"}, Thresholds(gate_margin=0.3)).gate_margin is None
     with pytest.raises(ConfigError, match="gate_margin"):
         thresholds_with({"gate_margin": "-1"})
+
+
+def test_a_fused_retry_looks_for_what_the_thought_says_was_not_reached(demo_kg):
+    """The fused ThinkEvaluate writes no `missing` (nothing but a retry read it, and the thought says the same): a
+    path correction's retry is told what to look for by the thought."""
+    from ppoga_dspy.method.gating import RETRY_NOTE
+    from ppoga_dspy.signatures.planner import ThinkEvaluate
+
+    assert "missing" not in ThinkEvaluate.output_fields
+    handlers = gold_path_handlers(GOLD)
+    first = [True]
+    doubt = "The facts name no 'place of birth' entity of the director"
+
+    def doubts_once(inputs):
+        reply = handlers["ThinkEvaluate"](inputs)
+        if first and first.pop():
+            return {**reply, "thought": doubt, "decision": "correct_path", "answers": [], "next_relations": []}
+        return reply
+
+    program = PPoGA(demo_kg, thresholds=Thresholds(follow_named_relations=False), stages="fused")
+    objectives: list[str] = []
+    explore = program.executor.explore
+
+    def recorded(run, **kwargs):
+        objectives.append(kwargs["objective"])
+        return explore(run, **kwargs)
+
+    program.executor.explore = recorded
+    with dspy.context(lm=scripted_lm(ScriptedEngine(dict(handlers, ThinkEvaluate=doubts_once)))):
+        fused = program(question=QUESTION, topic_entities={mid(demo_kg, "Inception"): "Inception"})
+    assert stages(fused, "think_evaluate")[0]["outputs"]["decision"] == "correct_path"
+    assert objectives[1].endswith(f"{RETRY_NOTE}{doubt}") and RETRY_NOTE not in objectives[0]
+    assert fused.answers == ["London"]
