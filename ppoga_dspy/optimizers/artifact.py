@@ -175,7 +175,8 @@ class Artifact:
             warnings.warn(
                 f"this artifact was compiled on {', '.join(graphs)}, not {kg_label(kg_name)}: its demos show "
                 f"{'that graph' if len(graphs) == 1 else 'those graphs'}' relations; compile one for this KG with "
-                f"`ppoga compile --kg ... --dataset ...` (as {self.dataset})",
+                f"`ppoga compile --kg ... --dataset ...` (as {self.dataset}), or add its demos to this one with "
+                f"`--extend`",
                 ArtifactKGMismatch,
                 stacklevel=2,
             )
