@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The embedded model's default artifact (data/embedded-demo.json, shipped as ppoga_dspy/data/embedded-demo.json):
-# knn demos written by the gold-path teacher on the training questions of each graph the docs use, one compile per
-# graph, each extending the last (`--extend`). Run on one of these graphs, the program is shown that graph's demos
+# One embedded-model artifact for every graph the docs use: knn demos written by the gold-path teacher on the demo's
+# training questions and on those of WC-P2, PQ-2H and PQ-3H, one compile per graph, each extending the last
+# (`--extend`). It is built from ../shared/data, never committed (it holds the benchmarks' training questions); the
+# shipped default (data/embedded-demo.json) stays the demo's own. Run on one of these graphs, the program is shown that graph's demos
 # only; on any other it is shown them all and says so once. No `--set`: the rules start at their defaults.
 #
-#     bash scripts/make_shipped_artifact.sh            # from the repository root, ../shared/data beside it
+#     bash scripts/make_multi_graph_artifact.sh   # -> runs/embedded-multi-graph.json; then --program that file
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${PPOGA_SHARED_DATA:-../shared/data}
-OUT=${1:-data/embedded-demo.json}
+OUT=${1:-runs/embedded-multi-graph.json}
+mkdir -p "$(dirname "$OUT")"
 export HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
 compile() { ppoga compile --optimizer knn --k 3 --teacher-lm oracle/gold-path --program none --dev-limit 0 "$@"; }
 compile --dataset demo-train --split all --out "$OUT"
