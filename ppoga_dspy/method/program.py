@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-from ppoga_dspy.kg.base import Entity, KGError, KnowledgeGraph, Triple
+from ppoga_dspy.kg.base import Direction, Entity, KGError, KnowledgeGraph, Triple
 from ppoga_dspy.kg.names import normalize_name
 from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
@@ -235,7 +235,12 @@ class PPoGA(dspy.Module):
             run.note("answer.walk_end", answers=answers, applied=redirected)
             answers = redirected
         ids = [_link_answer(knowledge.entities.values(), a) for a in answers]
-        return answers, ids, reasoning
+        # an answer naming a graph entity reads as the graph names it ("Leolo" is the film "Léolo"): the scores and
+        # the user see the entity, not the model's spelling of it
+        labels = {i: e.label for i, e in knowledge.entities.items()}
+        named = [(labels.get(i, a), i) for a, i in zip(answers, ids, strict=True)]
+        named = list(dict.fromkeys(named))  # two spellings of one entity answer it once
+        return [a for a, _ in named], [i for _, i in named], reasoning
 
     def with_kg(self, kg: KnowledgeGraph) -> PPoGA:
         """A copy of this (compiled) program that runs on another KG."""
@@ -248,7 +253,8 @@ def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]
     """The answers without the stops on the way, or None when none was named.
 
     A stop is the question's topic entity or an entity the walk reached and moved on from: an earlier step's (kept
-    or not, as Answer reads both in the facts) or what the last graph step explored from. The plan's own walk says
+    or not, as Answer reads both in the facts) or what the last graph step explored from and did not also reach
+    (`_arrivals`: a country the club leads back to is where the walk ended). The plan's own walk says
     the answer lies past it. Answers naming stops are dropped; when every answer names one, the last step's
     entities (less the topics) answer instead. None also when the walk ended nowhere new.
     """
@@ -259,9 +265,7 @@ def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]
     walked = _walked(run.memory.history)
     arrived = {normalize_name(name) for name in ends}  # where the walk ended: the last graph step's entities
     if walked:
-        sources = {path[0] for path in walked[-1].paths}
-        arrived |= {normalize_name(x.label) for t in walked[-1].triples for x in (t.head, t.tail)
-                    if x.id not in sources}
+        arrived |= {normalize_name(x.label) for x in _arrivals(walked[-1])}
     earlier = {normalize_name(e.label) for cycle in walked for e in cycle.frontier} | {
         normalize_name(x.label) for cycle in walked for t in cycle.triples for x in (t.head, t.tail)}
     stops = topics | (earlier - arrived - {""})  # names compared as `same_name` does: an empty name matches none
@@ -269,6 +273,23 @@ def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]
     if len(kept) == len(answers):
         return None
     return kept or ends
+
+
+def _arrivals(cycle: StepCycle) -> list[Entity]:
+    """The entities a graph step reached: the far end of each fact from the entity it was followed from, and any end
+    of a fact that is not where the step set out (a mediator's read-through). An entity the step set out from
+    counts when another of its entities reaches it (the club's country, reached from the club, is where the walk
+    arrived even though it was also a stop): the step did not move on from it."""
+    sources = {path[0] for path in cycle.paths}
+    followed = {(entity, relation, direction) for entity, relation, direction in cycle.paths}
+    reached: list[Entity] = []
+    for t in cycle.triples:
+        reached += [x for x in (t.head, t.tail) if x.id not in sources]
+        if (t.head.id, t.relation, Direction.OUT.value) in followed and t.tail.id != t.head.id:
+            reached.append(t.tail)
+        if (t.tail.id, t.relation, Direction.IN.value) in followed and t.tail.id != t.head.id:
+            reached.append(t.head)
+    return reached
 
 
 def _picked_from_memory(run: QuestionRun) -> bool:

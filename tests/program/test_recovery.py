@@ -152,6 +152,35 @@ def test_a_comparison_still_answers_a_topic_entity(graph):
     assert prediction.answers == ["Ann"] and not stages(prediction, "answer.walk_end")
 
 
+def test_an_answer_the_last_step_reached_again_is_where_the_walk_ended(graph):
+    """WC-P2's shape: the first step reaches the player's club and country; the second walks on from both, the
+    country to its other players and the club back to the country. The country, reached by the last step from the
+    club, is not a stop the walk moved on from: Answer naming it stands (the rule redirected it to the players)."""
+    kg = graph(["Pat plays_in_club Club_X", "Club_X is_in_country Land_A", "Pat plays_for_country Land_A",
+                "Quinn plays_for_country Land_A", "Rhea plays_for_country Land_A"])
+    question = "Which country does Pat play professional in?"
+    plan = [{"objective": "find the club and the country Pat plays for", "expected_outcome": "a club, a country",
+             "action": "explore"},
+            {"objective": "find where they lead", "expected_outcome": "the country", "action": "explore"}]
+    chosen = {"Pat": ["plays_in_club", "plays_for_country"], "Land_A": ["plays_for_country (reverse)"],
+              "Club_X": ["is_in_country"]}
+    handlers = {
+        "Decompose": lambda inputs: {"steps": plan},
+        "PredictOutcome": lambda inputs: {"prediction": "a club and a country"},
+        "SelectRelations": lambda inputs: {"relations": chosen[inputs["entity"]]},
+        "SelectEntities": lambda inputs: {"entities": ["Quinn", "Rhea"], "rationale": "the players reached"},
+        "Think": lambda inputs: {"thought": "the step reached what it names", "missing": "nothing"},
+        "Evaluate": lambda inputs: {"decision": "finish" if inputs["step"] == plan[1]["objective"] else "proceed",
+                                    "reason": "the facts answer it"},
+        "Answer": lambda inputs: {"answers": ["Land_A"], "reasoning": "Club_X is in Land_A"},
+    }
+    prediction, _ = run(kg, handlers, question=question, topics={"Pat": "Pat"}, entities_per_step=2)
+    walked = prediction.memory["step_cycles"]
+    assert [c["decision"] for c in walked] == ["proceed", "finish"]
+    assert {e["label"] for e in walked[-1]["frontier"]} == {"Quinn", "Rhea"}, "the last step kept the players"
+    assert prediction.answers == ["Land_A"] and not stages(prediction, "answer.walk_end")
+
+
 def test_a_relation_walked_twice_is_two_hops(graph):
     """PathQuestion's "the spouse of A's spouse": the second step names the relation the walk arrived by, walked as a
     hop of its own (no mediator), so it is done again from where the first ended, not skipped as read through."""
