@@ -61,6 +61,10 @@ def plan_steps(row: dict) -> list[str]:
     return steps
 
 
+def _share(hits: list[int]) -> str:
+    return f"{sum(hits) / len(hits):.3f}" if hits else "-"
+
+
 def main() -> None:
     from ppoga_dspy.method.gating import names_verbatim
 
@@ -83,9 +87,8 @@ def main() -> None:
             steps, named = steps + len(objectives), named + sum(marks)
             flagged += any(marks)
             hits[any(marks)].append((row.get("metrics") or {}).get("hits@1", 0))
-        share = lambda xs: f"{sum(xs) / len(xs):.3f}" if xs else "-"  # noqa: E731
-        print(f"| {path.name} | {len(rows)} | {flagged} | {steps} | {named} | {share(hits[True])} / "
-              f"{share(hits[False])} |")
+        print(f"| {path.name} | {len(rows)} | {flagged} | {steps} | {named} | {_share(hits[True])} / "
+              f"{_share(hits[False])} |")
 
 
 if __name__ == "__main__":

@@ -147,13 +147,7 @@ def _compile(args: argparse.Namespace) -> int:
 
     earlier = load_artifact(args.extend) if args.extend else None  # a wrong file is refused before any work
     if earlier is not None:
-        from ppoga_dspy.errors import ConfigError
-
-        if args.optimizer != "knn":
-            raise ConfigError(f"--extend merges knn demo pools; it does not apply to --optimizer {args.optimizer}")
-        if (args.stages or "paper") != earlier.stages:
-            raise ConfigError(f"--extend: {args.extend} holds {earlier.stages} stages' demos and this compile would "
-                              f"write {args.stages or 'paper'}; pass --stages {earlier.stages}")
+        earlier.check_extendable(knn=args.optimizer == "knn", stages=args.stages or "paper")
     trainset = common.load_examples(args)
     devset = [] if args.dev_limit == 0 else common.load_examples(args, split=args.dev_split, limit=args.dev_limit)
     selectset = None if args.select_split is None else common.load_examples(args, split=args.select_split,

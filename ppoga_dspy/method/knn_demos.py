@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
@@ -140,11 +140,13 @@ class DemoPool:
         return cls(questions=questions, embeddings=embeddings, records=records, k=k, teacher=teacher,
                    trim=trim or DemoTrim())
 
+    def _derived(self, **changes: Any) -> DemoPool:
+        """A pool made from this one: the fields changed, its own demo cache and lock (never shared)."""
+        return replace(self, _cache={}, _lock=threading.Lock(), **changes)
+
     def answered_on(self, label: str) -> DemoPool:
         """This pool with every question marked as answered on the KG `label` (a compile's own pool)."""
-        return DemoPool(questions=self.questions, embeddings=self.embeddings, records=self.records, k=self.k,
-                        teacher=self.teacher, embedder=self.embedder, trim=self.trim,
-                        graphs=[label] * len(self.questions))
+        return self._derived(graphs=[label] * len(self.questions))
 
     def merged(self, other: DemoPool) -> DemoPool:
         """This pool's questions, then `other`'s (a question both hold keeps this pool's records); `other`'s k and
@@ -163,9 +165,9 @@ class DemoPool:
         for name, stage in other.records.items():
             records.setdefault(name, []).extend((index[i], fields) for i, fields in stage if i in index)
         embeddings = np.concatenate([self.embeddings, other.embeddings[taken]]) if taken else self.embeddings
-        return DemoPool(questions=self.questions + [other.questions[i] for i in taken], embeddings=embeddings,
-                        records=records, k=other.k, teacher=other.teacher or self.teacher, embedder=other.embedder,
-                        trim=other.trim, graphs=self.graphs + [other.graphs[i] for i in taken])
+        return self._derived(questions=self.questions + [other.questions[i] for i in taken], embeddings=embeddings,
+                             records=records, k=other.k, teacher=other.teacher or self.teacher, trim=other.trim,
+                             graphs=self.graphs + [other.graphs[i] for i in taken])
 
     def only(self, label: str) -> DemoPool:
         """The questions answered on the KG `label`, when the pool holds any; else the whole pool.
@@ -179,9 +181,9 @@ class DemoPool:
         index = {old: new for new, old in enumerate(keep)}
         records = {name: [(index[i], fields) for i, fields in stage if i in index]
                    for name, stage in self.records.items()}
-        return DemoPool(questions=[self.questions[i] for i in keep], embeddings=self.embeddings[keep],
-                        records={name: stage for name, stage in records.items() if stage}, k=self.k,
-                        teacher=self.teacher, embedder=self.embedder, trim=self.trim, graphs=[label] * len(keep))
+        return self._derived(questions=[self.questions[i] for i in keep], embeddings=self.embeddings[keep],
+                             records={name: stage for name, stage in records.items() if stage},
+                             graphs=[label] * len(keep))
 
     # -- selection ------------------------------------------------------------------------------
 

@@ -234,12 +234,10 @@ class PPoGA(dspy.Module):
                 and (redirected := _past_the_stops(run, answers, frontier))):
             run.note("answer.walk_end", answers=answers, applied=redirected)
             answers = redirected
-        ids = [_link_answer(knowledge.entities.values(), a) for a in answers]
         # an answer naming a graph entity reads as the graph names it ("Leolo" is the film "Léolo"): the scores and
-        # the user see the entity, not the model's spelling of it
-        labels = {i: e.label for i, e in knowledge.entities.items()}
-        named = [(labels.get(i, a), i) for a, i in zip(answers, ids, strict=True)]
-        named = list(dict.fromkeys(named))  # two spellings of one entity answer it once
+        # the user see the entity, not the model's spelling of it; two spellings of one entity answer it once
+        linked = [_answer_entity(knowledge.entities.values(), a) for a in answers]
+        named = list(dict.fromkeys((e.label, e.id) if e else (a, None) for a, e in zip(answers, linked, strict=True)))
         return [a for a, _ in named], [i for _, i in named], reasoning
 
     def with_kg(self, kg: KnowledgeGraph) -> PPoGA:
@@ -280,8 +278,7 @@ def _arrivals(cycle: StepCycle) -> list[Entity]:
     of a fact that is not where the step set out (a mediator's read-through). An entity the step set out from
     counts when another of its entities reaches it (the club's country, reached from the club, is where the walk
     arrived even though it was also a stop): the step did not move on from it."""
-    sources = {path[0] for path in cycle.paths}
-    followed = {(entity, relation, direction) for entity, relation, direction in cycle.paths}
+    sources, followed = {path[0] for path in cycle.paths}, set(cycle.paths)
     reached: list[Entity] = []
     for t in cycle.triples:
         reached += [x for x in (t.head, t.tail) if x.id not in sources]
@@ -314,11 +311,11 @@ def _walked(history: list[StepCycle]) -> list[StepCycle]:
     return walked
 
 
-def _link_answer(entities, answer: str) -> str | None:
+def _answer_entity(entities, answer: str) -> Entity | None:
     """The graph entity an answer names; never a mediator (a CVT is a node of an n-ary fact, not an answer)."""
     for entity in entities:
         if not entity.is_mediator and same_name(entity.label, answer):
-            return entity.id
+            return entity
     return None
 
 

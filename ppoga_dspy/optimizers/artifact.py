@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ppoga_dspy.errors import ArtifactError
+from ppoga_dspy.errors import ArtifactError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -130,18 +130,23 @@ class Artifact:
         thresholds and switches stay this compile's."""
         from ppoga_dspy.method.knn_demos import DemoPool
 
-        if not self.knn or not earlier.knn:
-            raise ArtifactError("--extend merges knn pools: both this compile and the artifact it extends must use "
-                                "--optimizer knn")
-        if (earlier.stages or "paper") != (self.stages or "paper"):
-            raise ArtifactError(f"--extend: the artifact holds {earlier.stages} stages' demos, this compile writes "
-                                f"{self.stages}; compile with --stages {earlier.stages} or extend a matching one")
+        earlier.check_extendable(knn=bool(self.knn), stages=self.stages or "paper")
         first = DemoPool.from_dict(earlier.knn)
         if not first.graphs and earlier.kg:
             first = first.answered_on(earlier.kg)
         self.knn = first.merged(DemoPool.from_dict(self.knn)).to_dict()
         self.dataset = " + ".join(d for d in (earlier.dataset, self.dataset) if d)
         self.kg = earlier.kg or self.kg  # the graph it was first compiled on; `graphs()` lists them all
+
+    def check_extendable(self, *, knn: bool, stages: str) -> None:
+        """Refuse (ConfigError) to extend this artifact by a compile that writes no knn pool or another stage mode:
+        checked by `ppoga compile` before any work, and by `extend`."""
+        if not knn or not self.knn:
+            raise ConfigError("--extend merges knn demo pools: both this compile and the artifact it extends must use "
+                              "--optimizer knn")
+        if (self.stages or "paper") != stages:
+            raise ConfigError(f"--extend: the artifact holds {self.stages} stages' demos and this compile would write "
+                              f"{stages}; pass --stages {self.stages} or extend a matching artifact")
 
     def adapter_path(self) -> Path | None:
         """The adapter folder, resolved against the artifact's folder (or the working directory before saving)."""
