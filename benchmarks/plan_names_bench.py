@@ -24,30 +24,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PLAN_STAGES = ("decompose", "decompose_predict", "replan")
 
 
-def _relation(text: str) -> str:
-    """A menu line's relation: "entity: rel (reverse)" and "rel (reverse)" -> "rel"."""
-    text = text.split("  <- ")[0]
-    if ": " in text:
-        text = text.rsplit(": ", 1)[1]
-    return text.removesuffix(" (reverse)").strip()
-
-
 def artifact_relations(path: Path) -> set[str]:
-    """The relations the artifact's knn demos show in their menus."""
+    """The relations the artifact's knn demos show in their menus and choices."""
+    from ppoga_dspy.method.demo_transfer import pool_relations
+
     knn = json.loads(path.read_text(encoding="utf-8")).get("knn") or {}
-    found: set[str] = set()
-    for records in (knn.get("records") or {}).values():
-        for _, record in records:
-            for name in ("candidates", "relations", "first_relations", "next_relations"):
-                values = record.get(name)
-                if isinstance(values, list) and not any("  <- " in str(v) for v in values):  # not an entity menu
-                    found |= {_relation(str(v)) for v in values}
-    return {r for r in found if r}
+    return pool_relations(knn.get("records") or {})
 
 
 def run_relations(rows: list[dict]) -> set[str]:
     """Every relation the run's menus showed (relations.menu, relations.ahead notes of its traces)."""
-    return {_relation(str(r)) for row in rows for event in row.get("trace") or []
+    from ppoga_dspy.method.demo_transfer import menu_relation
+
+    return {menu_relation(str(r)) for row in rows for event in row.get("trace") or []
             if event.get("stage") == "relations.menu" for r in (event.get("outputs") or {}).get("shown") or []}
 
 

@@ -15,6 +15,7 @@ study or an evaluation can be described in the file the team shares instead of i
     program = "artifacts/gpt-4o-mini.json"  # --program  PPOGA_PROGRAM
     stages = "fused"                        # --stages   PPOGA_STAGES
     tracing = "mlflow:file:./mlruns"        # --tracing  PPOGA_TRACING (app/tracing.py)
+    foreign_demos = "unnamed"               # --foreign-demos  PPOGA_FOREIGN_DEMOS
 
     [thresholds]                    # --set NAME=VALUE  PPOGA_SET="max_replans=0,use_prediction=false"
     max_replans = 0
@@ -44,6 +45,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "program": ("program", "PPOGA_PROGRAM"),
     "stages": ("program", "PPOGA_STAGES"),
     "tracing": ("program", "PPOGA_TRACING"),
+    "foreign_demos": ("program", "PPOGA_FOREIGN_DEMOS"),
 }
 THRESHOLDS_TABLE = "thresholds"
 THRESHOLDS_ENV = "PPOGA_SET"

@@ -47,6 +47,9 @@ class ProgramSettings(BaseModel):
     stages: Literal["paper", "fused"] | None = Field(
         None, description="stage mode: paper (one call per paper stage) or fused (calls reading the same inputs "
         "merged); None: the artifact's mode, else paper")
+    foreign_demos: Literal["compiled", "unnamed"] = Field(
+        "compiled", description="an artifact's knn demos on a KG it was not compiled on: as compiled, or unnamed "
+        "(the plan's shape without that graph's relation names; method/demo_transfer.py)")
     seed: int = Field(0, description="seed of the scripted noisy planner (`--lm oracle/noisy:P`)")
     tracing: str | None = Field(None, description="mlflow[:URI], otel:ENDPOINT or off: spans per question, stage and "
                               "LM call (app/tracing.py; needs `pip install ppoga-dspy[mlflow]`)")
@@ -251,7 +254,8 @@ def open_program(settings: ProgramSettings, *, examples: list | None = None) -> 
             role_lms = adapted_role_lms(role_lms, artifact)
         program = PPoGA(kg, role_lms=role_lms)
         if artifact is not None:
-            artifact.apply(program, lm_description=description, kg_name=kg.name)
+            artifact.apply(program, lm_description=description, kg_name=kg.name,
+                           foreign_demos=settings.foreign_demos)
         program.thresholds = thresholds_with(settings.overrides, program.thresholds)
         if settings.stages is not None:  # --stages wins over the artifact's mode
             program.stages = StageMode(settings.stages)

@@ -106,6 +106,10 @@ def add_program_options(parser: argparse.ArgumentParser, *, kg_required: bool = 
     group.add_argument("--stages", choices=("paper", "fused"), default=None,
                        help="paper: one LM call per paper stage (reproduction); fused: calls that read the same "
                             "inputs merged (fewer calls); default: the artifact's mode, else paper")
+    group.add_argument("--foreign-demos", choices=("compiled", "unnamed"), default=None,
+                       help="an artifact's knn demos on a KG it was not compiled on: compiled (as they are, the "
+                            "default: measured better on WC-P2) or unnamed (the plans' shape without the other graph's "
+                            "relation names) [PPOGA_FOREIGN_DEMOS]")
     group.add_argument("--tracing", default=None, metavar="TARGET",
                        help="spans per question, stage and LM call: mlflow, mlflow:TRACKING_URI, otel:ENDPOINT or off "
                             "[PPOGA_TRACING; needs pip install ppoga-dspy[mlflow]]")
@@ -158,7 +162,8 @@ def program_settings(args: argparse.Namespace):
     lm_settings = lm_settings_from_args(args)
     check_lm_settings(lm_settings)  # before any dataset is read, KG opened or model loaded
     defaults = ProgramSettings.model_fields
-    given = {name: getattr(args, name, None) for name in ("kg", "dialect", "ontology", "program", "stages", "tracing")}
+    given = {name: getattr(args, name, None)
+             for name in ("kg", "dialect", "ontology", "program", "stages", "tracing", "foreign_demos")}
     for name in ("timeout", "retries", "breaker"):  # a flag left at its default yields to the env and the file
         value = getattr(args, name, None)
         given[name] = None if value == defaults[name].default else value

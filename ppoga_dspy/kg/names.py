@@ -32,3 +32,10 @@ def normalize_name(text: str) -> str:
         category = unicodedata.category(ch)
         out.append(" " if ch == "_" or category[0] in "PSZC" else ch)
     return " ".join("".join(out).casefold().split())
+
+
+def relation_phrase(relation: str) -> str:
+    """The words of a relation id, as a sentence says them: `people.person.place_of_birth (reverse)` -> `place of
+    birth` (what a plan's expected outcome calls the entity a relation leads to)."""
+    base = relation.replace(" (reverse)", "").strip()
+    return base.rsplit(".", 1)[-1].replace("_", " ").strip() or base

@@ -185,6 +185,13 @@ class DemoPool:
                              records={name: stage for name, stage in records.items() if stage},
                              graphs=[label] * len(keep))
 
+    def without_graph_names(self) -> DemoPool:
+        """This pool with its graph's relation names out of the demos' free text, for a KG it holds no question of:
+        the plan's shape transfers, another graph's names do not (`method/demo_transfer.py`)."""
+        from ppoga_dspy.method.demo_transfer import without_graph_names
+
+        return self._derived(records=without_graph_names(self.records))
+
     # -- selection ------------------------------------------------------------------------------
 
     def _vector(self, question: str):

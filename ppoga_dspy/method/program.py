@@ -22,6 +22,7 @@ from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
 from ppoga_dspy.method.executor import Executor
 from ppoga_dspy.method.memory import Memory, StepCycle, StrategicMemory
+from ppoga_dspy.method.named_relations import named_on
 from ppoga_dspy.method.planner import Menus, Planner, answer_context
 from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
@@ -253,7 +254,8 @@ def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]
     A stop is the question's topic entity or an entity the walk reached and moved on from: an earlier step's (kept
     or not, as Answer reads both in the facts) or what the last graph step explored from and did not also reach
     (`_arrivals`: a country the club leads back to is where the walk ended). The plan's own walk says
-    the answer lies past it. Answers naming stops are dropped; when every answer names one, the last step's
+    the answer lies past it, when the plan speaks of this graph (`_plan_names_this_graph`); else only the topics are
+    stops. Answers naming stops are dropped; when every answer names one, the last step's
     entities (less the topics) answer instead. None also when the walk ended nowhere new.
     """
     topics = {normalize_name(t.label) for t in run.memory.strategic.topic_entities} - {""}
@@ -266,11 +268,35 @@ def _past_the_stops(run: QuestionRun, answers: list[str], frontier: list[Entity]
         arrived |= {normalize_name(x.label) for x in _arrivals(walked[-1])}
     earlier = {normalize_name(e.label) for cycle in walked for e in cycle.frontier} | {
         normalize_name(x.label) for cycle in walked for t in cycle.triples for x in (t.head, t.tail)}
-    stops = topics | (earlier - arrived - {""})  # names compared as `same_name` does: an empty name matches none
+    passed = earlier - arrived - {""}  # names compared as `same_name` does: an empty name matches none
+    if (passed - topics) & {normalize_name(a) for a in answers} and not _plan_names_this_graph(run, walked):
+        run.note("answer.walk_end.unnamed", answers=answers)  # the plan does not say the walk went far enough
+        passed = set()
+    stops = topics | passed
     kept = [a for a in answers if normalize_name(a) not in stops]
     if len(kept) == len(answers):
         return None
     return kept or ends
+
+
+def _plan_names_this_graph(run: QuestionRun, walked: list[StepCycle]) -> bool:
+    """Whether a step of the walk names a relation that an entity it set out from has, either way (`named_on`).
+
+    Only such a plan says how far the walk must go, so only then does `_past_the_stops` overrule Answer for an
+    entity the walk passed (a topic is never an answer, whatever the plan). A plan
+    copied from another graph's demos ("follow relation film.film.directed_by" for a footballer) has a film
+    question's length, not this question's: its last step may walk past the answer (from the player's country on
+    to its other players), and Answer's own reading of the facts stands. Costs KG relation lists (memoised per
+    question), never an LM call. A walk with no graph step names nothing and claims nothing: True."""
+    if not walked:
+        return True
+    entities, limit = run.memory.knowledge.entities, run.thresholds.frontier_limit
+    for cycle in walked:
+        for entity_id in list(dict.fromkeys(path[0] for path in cycle.paths))[:limit]:
+            entity = entities.get(entity_id)
+            if entity is not None and named_on(run, entity, cycle.objective):
+                return True
+    return False
 
 
 def _arrivals(cycle: StepCycle) -> list[Entity]:

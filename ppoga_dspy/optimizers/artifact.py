@@ -171,10 +171,12 @@ class Artifact:
         self.path = path
         return path
 
-    def apply(self, program, *, lm_description: str | None = None, kg_name: str | None = None) -> None:
+    def apply(self, program, *, lm_description: str | None = None, kg_name: str | None = None,
+              foreign_demos: str = "compiled") -> None:
         """Restore prompts, demos, thresholds, the stage mode and the knn pool into `program` (through
         `program.load_state`, as DSPy's own `load` does); all or nothing. Run on another KG than the one it was
-        compiled on, it says so once (its demos show that graph's names, which a small model copies)."""
+        compiled on, it says so once; with `foreign_demos="unnamed"` its knn demos lose that graph's relation names
+        (`method/demo_transfer.py`), which a small model copies."""
         graphs, knn = self.graphs(), self.knn
         if kg_name and graphs and kg_label(kg_name) not in graphs:
             warnings.warn(
@@ -185,6 +187,10 @@ class Artifact:
                 ArtifactKGMismatch,
                 stacklevel=2,
             )
+            if knn and foreign_demos == "unnamed":  # the plan's shape without the graph's names (demo_transfer.py)
+                from ppoga_dspy.method.knn_demos import DemoPool
+
+                knn = DemoPool.from_dict(knn).without_graph_names().to_dict()
         elif kg_name and knn and len(graphs) > 1:  # a pool of several KGs shows each KG its own questions
             from ppoga_dspy.method.knn_demos import DemoPool
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ppoga_dspy.kg.names import relation_phrase
+
 _FOLLOW = re.compile(r"follow relation ([^\s,;]+)")
 _ALSO = re.compile(r" and relation ([^\s,;]+)")
 _THROUGH = re.compile(r"read through to ([^\s,;]+)")
@@ -79,12 +81,6 @@ def names(items: list[str]) -> str:
     if len(shown) > _SHOWN:
         return ", ".join(shown[:_SHOWN]) + f" and {len(shown) - _SHOWN} more"
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
-
-
-def relation_phrase(relation: str) -> str:
-    """The words of a relation id: `people.person.place_of_birth (reverse)` -> `place of birth`."""
-    base = relation.replace(" (reverse)", "").strip()
-    return base.rsplit(".", 1)[-1].replace("_", " ").strip() or base
 
 
 def step_relations(step: str) -> list[str]:

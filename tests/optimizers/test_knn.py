@@ -318,3 +318,39 @@ def test_an_extended_pool_shows_each_kg_its_own_demos_and_warns_only_off_them(de
     err = capsys.readouterr().err
     assert "holds paper stages' demos" in err and "compile: knn on" not in err  # refused before any work
     assert not fused.exists()
+
+
+def test_on_another_graph_the_demos_show_the_plans_shape_without_its_relation_names(demo_kg, tmp_path):
+    """Issue 38, point 5, `--foreign-demos unnamed`: the shipped demo-KG artifact run on a KG it holds no question of.
+    Its plan demos keep their
+    steps (how many, in what order) but say "follow the relation the question asks about" where they named a
+    demo-KG relation, so a small model has no film relation to copy into a footballer's plan; the facts, menus and
+    choices a demo read stay its graph's own. On the demo KG the same artifact's demos are as compiled."""
+    from ppoga_dspy.method.demo_transfer import FIRST, NEXT, pool_relations
+
+    artifact = load_artifact(REPO / "data" / "embedded-demo.json")
+    own = PPoGA(demo_kg)
+    artifact.apply(own, kg_name=demo_kg.name)
+    wc = tmp_path / "kb.txt"
+    wc.write_text("Pat\tplays_for_country\tLand_A\n")
+    other = PPoGA(demo_kg)
+    with pytest.warns(UserWarning, match="compiled on freebase@demo-kg.nt"):
+        artifact.apply(other, kg_name=f"irn@{wc}", foreign_demos="unnamed")
+    compiled = PPoGA(demo_kg)
+    with pytest.warns(UserWarning, match="compiled on freebase@demo-kg.nt"):
+        artifact.apply(compiled, kg_name=f"irn@{wc}")
+    assert pool_of(compiled).records == pool_of(own).records, "by default the demos are shown as compiled"
+    names = pool_relations(pool_of(own).records)
+    assert "film.film.directed_by" in names
+    question = {"question": "which country does Pat play professional in ?", "topic_entities": ["Pat"]}
+    compiled = pool_of(own).demos("planner.decompose", question)
+    moved = pool_of(other).demos("planner.decompose", question)
+    assert [len(d.steps) for d in moved] == [len(d.steps) for d in compiled] and any(len(d.steps) > 1 for d in moved)
+    assert any(name in json.dumps(d.steps) for d in compiled for name in names)
+    for demo in moved:
+        objectives = [step["objective"] for step in demo.steps]
+        assert objectives == [FIRST] + [NEXT] * (len(objectives) - 1)
+        assert not any(name in json.dumps(demo.steps) for name in names)
+    think = pool_of(other).demos("planner.think", {**question, "step": FIRST, "observation": "", "memory": ""})
+    assert think and all(not any(n in d.thought or n in d.memory for n in names) for d in think)
+    assert any("(" in d.observation and any(n in d.observation for n in names) for d in think), "facts kept"

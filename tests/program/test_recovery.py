@@ -181,6 +181,48 @@ def test_an_answer_the_last_step_reached_again_is_where_the_walk_ended(graph):
     assert prediction.answers == ["Land_A"] and not stages(prediction, "answer.walk_end")
 
 
+def _walk_past_the_country(plan: list[dict], answer: list[str]):
+    """WC-P2's other shape: step 1 reaches the player's country, a copied second step walks on to its other players."""
+    question = "Which country does Pat play professional in?"
+    chosen = {"Pat": ["plays_for_country"], "Land_A": ["plays_for_country (reverse)"]}
+    return question, {
+        "Decompose": lambda inputs: {"steps": plan},
+        "PredictOutcome": lambda inputs: {"prediction": "a country"},
+        "SelectRelations": lambda inputs: {"relations": chosen[inputs["entity"]]},
+        "SelectEntities": lambda inputs: {"entities": ["Quinn", "Rhea"], "rationale": "the players reached"},
+        "Think": lambda inputs: {"thought": "the step reached what it names", "missing": "nothing"},
+        "Evaluate": lambda inputs: {"decision": "finish" if inputs["step"] == plan[-1]["objective"] else "proceed",
+                                    "reason": "the facts answer it"},
+        "Answer": lambda inputs: {"answers": answer, "reasoning": "Pat plays for Land_A"},
+    }
+
+
+PAST_THE_COUNTRY = ["Pat plays_for_country Land_A", "Quinn plays_for_country Land_A", "Rhea plays_for_country Land_A"]
+
+
+def test_a_plan_naming_another_graphs_relations_does_not_say_where_the_walk_ends(graph):
+    """A plan copied from another graph's demos names relations this graph lacks ("film.film.directed_by" for a
+    footballer): its length is a film question's, so an answer the walk passed (the country step 1 reached) stands,
+    traced as `answer.walk_end.unnamed`. The topic is still no answer. The same walk with a plan that names this
+    graph's relation is redirected to where it ended (before this rule, the copied plan was too)."""
+    kg = graph(PAST_THE_COUNTRY)
+    copied = [{"objective": "follow relation film.film.directed_by", "expected_outcome": "the director",
+               "action": "explore"},
+              {"objective": "follow relation people.person.nationality", "expected_outcome": "the nationality",
+               "action": "explore"}]
+    question, handlers = _walk_past_the_country(copied, ["Pat", "Land_A", "Quinn"])
+    prediction, _ = run(kg, handlers, question=question, topics={"Pat": "Pat"}, entities_per_step=2)
+    assert [c["decision"] for c in prediction.memory["step_cycles"]] == ["proceed", "finish"]
+    assert prediction.answers == ["Land_A", "Quinn"], "the topic dropped, the country the walk passed kept"
+    assert stages(prediction, "answer.walk_end.unnamed")
+
+    named = [dict(copied[0], objective="follow relation plays_for_country"),
+             dict(copied[1], objective="follow relation plays_for_country back to the players")]
+    question, handlers = _walk_past_the_country(named, ["Land_A"])
+    prediction, _ = run(kg, handlers, question=question, topics={"Pat": "Pat"}, entities_per_step=2)
+    assert sorted(prediction.answers) == ["Quinn", "Rhea"] and stages(prediction, "answer.walk_end")
+
+
 def test_a_relation_walked_twice_is_two_hops(graph):
     """PathQuestion's "the spouse of A's spouse": the second step names the relation the walk arrived by, walked as a
     hop of its own (no mediator), so it is done again from where the first ended, not skipped as read through."""
