@@ -29,7 +29,7 @@ use_prediction = false
 @pytest.fixture
 def configured(tmp_path, monkeypatch):
     for name in ("PPOGA_KG", "PPOGA_DIALECT", "PPOGA_PROGRAM", "PPOGA_STAGES", "PPOGA_SET", "PPOGA_KG_TIMEOUT",
-                 "PPOGA_CONFIG", "PPOGA_LM"):
+                 "PPOGA_CONFIG", "PPOGA_LM", "PPOGA_FOREIGN_DEMOS"):
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "ppoga.toml").write_text(TOML + '\n[lm]\nlm = "none"\n')
     monkeypatch.chdir(tmp_path)
@@ -79,3 +79,22 @@ def test_a_bad_file_is_one_line(configured, text, says):
 
         with open_program(_settings()):
             pass
+
+
+@pytest.mark.parametrize(("variable", "setting", "says"), [
+    ("PPOGA_STAGES", "stages", "stages = 'bogus': Input should be 'paper' or 'fused' (set by --stages, PPOGA_STAGES"),
+    ("PPOGA_FOREIGN_DEMOS", "foreign_demos", "foreign_demos = 'bogus': Input should be 'compiled' or 'unnamed' "
+                                             "(set by --foreign-demos, PPOGA_FOREIGN_DEMOS"),
+])
+def test_a_bad_value_from_the_environment_or_the_file_is_one_line(configured, monkeypatch, variable, setting, says):
+    """A value the flag's choices would refuse, given by a PPOGA_* variable or ppoga.toml, is a ConfigError naming
+    the setting and where it is set, not pydantic's traceback."""
+    import re
+
+    monkeypatch.setenv(variable, "bogus")
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        _settings()
+    monkeypatch.delenv(variable)
+    (configured / "ppoga.toml").write_text(f"[program]\n{setting} = 'bogus'\n")
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        _settings()

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+from ppoga_dspy.errors import ConfigError
 from ppoga_dspy.kg.dialects import DIALECT_NAMES
 from ppoga_dspy.scripted.specs import ORACLE_LM
 
@@ -169,8 +170,26 @@ def program_settings(args: argparse.Namespace):
         given[name] = None if value == defaults[name].default else value
     found = resolve(given, parse_overrides(getattr(args, "threshold_overrides", []) or []),
                     config=getattr(args, "config", None))
-    return ProgramSettings(dataset=getattr(args, "dataset", None), lm=lm_settings, seed=getattr(args, "seed", 0) or 0,
-                           **found)
+    from pydantic import ValidationError
+
+    try:
+        return ProgramSettings(dataset=getattr(args, "dataset", None), lm=lm_settings,
+                               seed=getattr(args, "seed", 0) or 0, **found)
+    except ValidationError as exc:  # a value from PPOGA_* or ppoga.toml the flags' choices would have refused
+        raise ConfigError(_settings_problem(exc)) from None
+
+
+def _settings_problem(exc) -> str:
+    """One line for a setting pydantic refused, naming where such a value comes from (flag, variable, file)."""
+    from ppoga_dspy.app.config import SOURCES
+
+    problems = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error.get("loc") else "setting"
+        table, variable = SOURCES.get(name, ("program", None))
+        where = f"--{name.replace('_', '-')}" + (f", {variable} or [{table}] {name} in ppoga.toml" if variable else "")
+        problems.append(f"{name} = {error.get('input')!r}: {error['msg']} (set by {where})")
+    return "; ".join(problems)
 
 
 def print_json(data: Any) -> None:
