@@ -177,6 +177,8 @@ class Artifact:
         `program.load_state`, as DSPy's own `load` does); all or nothing. Run on another KG than the one it was
         compiled on, it says so once; with `foreign_demos="unnamed"` its knn demos lose that graph's relation names
         (`method/demo_transfer.py`), which a small model copies."""
+        if foreign_demos not in ("compiled", "unnamed"):
+            raise ConfigError(f"foreign_demos is 'compiled' or 'unnamed', not {foreign_demos!r}")
         graphs, knn = self.graphs(), self.knn
         if kg_name and graphs and kg_label(kg_name) not in graphs:
             warnings.warn(
