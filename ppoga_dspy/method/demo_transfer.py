@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ppoga_dspy.kg.names import relation_phrase
+from ppoga_dspy.method.memory import REVERSE
 
 #: Demo fields that hold the demo graph's menus, choices and facts, copied as they are.
 KEPT_FIELDS = frozenset({"candidates", "relations", "pairs", "first_relations", "next_relations", "entities",
@@ -49,7 +50,7 @@ def menu_relation(line: str) -> str:
     line = line.split("  <- ")[0]
     if ": " in line:
         line = line.rsplit(": ", 1)[1]
-    return line.removesuffix(" (reverse)").strip()
+    return line.removesuffix(REVERSE).strip()
 
 
 def _is_fact(line: str) -> bool:

@@ -58,6 +58,11 @@ def named_on(run: QuestionRun, entity: Entity, objective: str) -> list[str]:
     return found
 
 
+def named_from(run: QuestionRun, entities: list[Entity], objective: str) -> bool:
+    """Whether any of the first `frontier_limit` entities has a relation the objective names (`named_on`)."""
+    return any(named_on(run, e, objective) for e in entities[: run.thresholds.frontier_limit])
+
+
 def followed(paths: list[tuple[str, str, str]], objective: str) -> bool:
     """Whether the step's paths (entity, relation, direction) followed a relation the objective names, either way."""
     words = step_words(objective)
@@ -69,7 +74,7 @@ def refocus(run: QuestionRun, frontier: list[Entity], pool: list[Entity], object
     has one; [] when the frontier has one, or the pool none. At most `prune_threshold` of the pool are asked, and
     `entities_per_step` taken."""
     th = run.thresholds
-    if not pool or any(named_on(run, e, objective) for e in frontier[: th.frontier_limit]):
+    if not pool or named_from(run, frontier, objective):
         return []
     taken: list[Entity] = []
     for entity in pool[: th.prune_threshold]:
@@ -86,7 +91,7 @@ def bridges(run: QuestionRun, objective: str, paths: list[tuple[str, str, str]],
     when the step was a bridge (no source entity has a named relation, it followed none, and what it reached has
     one). A step whose frontier had the named relation and chose another made a choice, not a missing hop: []."""
     limit = run.thresholds.frontier_limit
-    if followed(paths, objective) or any(named_on(run, e, objective) for e in sources[:limit]):
+    if followed(paths, objective) or named_from(run, sources, objective):
         return []
     ahead: list[str] = []
     for entity in reached[:limit]:

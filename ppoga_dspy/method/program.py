@@ -22,7 +22,7 @@ from ppoga_dspy.method.choices import same_name
 from ppoga_dspy.method.cycle import StepLoop
 from ppoga_dspy.method.executor import Executor
 from ppoga_dspy.method.memory import Memory, StepCycle, StrategicMemory
-from ppoga_dspy.method.named_relations import named_on
+from ppoga_dspy.method.named_relations import named_from
 from ppoga_dspy.method.planner import Menus, Planner, answer_context
 from ppoga_dspy.method.pruning import Ranker
 from ppoga_dspy.method.question_run import LMCallError, QuestionRun
@@ -290,13 +290,9 @@ def _plan_names_this_graph(run: QuestionRun, walked: list[StepCycle]) -> bool:
     question), never an LM call. A walk with no graph step names nothing and claims nothing: True."""
     if not walked:
         return True
-    entities, limit = run.memory.knowledge.entities, run.thresholds.frontier_limit
-    for cycle in walked:
-        for entity_id in list(dict.fromkeys(path[0] for path in cycle.paths))[:limit]:
-            entity = entities.get(entity_id)
-            if entity is not None and named_on(run, entity, cycle.objective):
-                return True
-    return False
+    entities = run.memory.knowledge.entities
+    return any(named_from(run, [entities[i] for i in dict.fromkeys(path[0] for path in cycle.paths) if i in entities],
+                          cycle.objective) for cycle in walked)
 
 
 def _arrivals(cycle: StepCycle) -> list[Entity]:

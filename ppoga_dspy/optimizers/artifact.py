@@ -179,6 +179,8 @@ class Artifact:
         (`method/demo_transfer.py`), which a small model copies."""
         if foreign_demos not in ("compiled", "unnamed"):
             raise ConfigError(f"foreign_demos is 'compiled' or 'unnamed', not {foreign_demos!r}")
+        from ppoga_dspy.method.knn_demos import DemoPool
+
         graphs, knn = self.graphs(), self.knn
         if kg_name and graphs and kg_label(kg_name) not in graphs:
             warnings.warn(
@@ -190,12 +192,8 @@ class Artifact:
                 stacklevel=2,
             )
             if knn and foreign_demos == "unnamed":  # the plan's shape without the graph's names (demo_transfer.py)
-                from ppoga_dspy.method.knn_demos import DemoPool
-
                 knn = DemoPool.from_dict(knn).without_graph_names().to_dict()
         elif kg_name and knn and len(graphs) > 1:  # a pool of several KGs shows each KG its own questions
-            from ppoga_dspy.method.knn_demos import DemoPool
-
             knn = DemoPool.from_dict(knn).only(kg_label(kg_name)).to_dict()
         if lm_description and self.lm and lm_description != self.lm:
             warnings.warn(
